@@ -1,0 +1,117 @@
+"""Command line: ``python -m evaluation --input DIR --ground-truth DIR --output DIR``.
+
+Exit status: 0 scored; 2 the submission is unusable (the last stderr line says what to fix,
+in the participant's terms, without revealing anything of the ground truth); 1 internal
+error (the organizer's phase or the grader itself; details in the log above it).
+"""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from evaluation import __version__, log, phase as phases, report, runner, suites
+from evaluation.archive import Limits
+from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
+from evaluation.submission import unpack
+
+_log = log.get("evaluation")
+
+CONTAINER_INPUT = Path("/input")
+CONTAINER_OUTPUT = Path("/output")
+PLATFORM_GROUND_TRUTH = Path("/opt/ml/input/data/ground_truth")  # Grand-Challenge phase tarball
+BAKED_GROUND_TRUTH = Path("/opt/app/ground-truth")
+MEMORY_HEADROOM = 0.8  # share of the memory limit given to workers; the rest for the parent and the OS
+INTERNAL_ERROR_LINE = (
+    "Evaluation failed because of an internal error of the grader, not because of your submission; "
+    "please contact the challenge organizers."
+)
+
+
+def default_ground_truth() -> Path:
+    """The phase's tarball when the platform supplies one, else the copy baked into the image."""
+    return PLATFORM_GROUND_TRUTH if (PLATFORM_GROUND_TRUTH / phases.PHASE_FILE).is_file() else BAKED_GROUND_TRUTH
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation",
+        description=(
+            "Score a segmentation submission against a phase's ground truth and write metrics.json. "
+            "The phase folder holds phase.yaml (the metric suite and its options, see "
+            "schemas/phase.schema.json) and the suite's ground truth. Suites: " + ", ".join(suites.names()) + "."
+        ),
+        epilog=(
+            "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
+            "1 internal error. With no arguments the container's paths are used."
+        ),
+    )
+    parser.add_argument("--input", type=Path, default=CONTAINER_INPUT,
+                        help="folder holding the submission: a .zip, a .zarr folder, or the files themselves (default: /input)")
+    parser.add_argument("--ground-truth", type=Path, default=None,
+                        help=f"phase folder with phase.yaml and ground truth (default: {PLATFORM_GROUND_TRUTH} if present, else {BAKED_GROUND_TRUTH})")
+    parser.add_argument("--output", type=Path, default=CONTAINER_OUTPUT,
+                        help="folder that receives metrics.json (default: /output)")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: phase option, else the CPUs available)")
+    parser.add_argument("--log-level", default=None, help="debug, info, warning or error (default: info)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser.parse_args(argv)
+
+
+def grade(submission_folder: Path, phase_folder: Path, output: Path, workers: int | None = None) -> int:
+    phase = phases.load(phase_folder)
+    suite = suites.get(phase.suite)
+    _log.info("grading", suite=suite.name, version=__version__)
+    with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
+        submission = unpack(submission_folder, Path(scratch), Limits.from_options(phase.option("archive")))
+        plan = suite.plan(submission, phase)
+        memory = phase.option("memory_limit_mb", 0) * 1024**2 or runner.memory_limit_bytes()
+        outcomes = runner.run(
+            plan.tasks, suite.score,
+            workers=workers or phase.option("workers") or runner.cpu_count(),
+            memory_bytes=int(memory * MEMORY_HEADROOM),
+            time_limit=phase.option("case_time_limit_s"),
+        )
+        result = suite.summarize(phase, plan, outcomes)
+    failures = [o for o in outcomes.values() if not o.ok]
+    document = {
+        "grader": {"name": "evaluation", "version": __version__},
+        "suite": suite.name,
+        **result.metrics,
+        "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
+    }
+    report.write(output, document, result.files)
+    for failure in failures:
+        _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
+    _log.info("written", output=str(output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures))
+    if not failures:
+        return EXIT_OK
+    if any(f.kind != "submission" for f in failures):
+        _last_line(INTERNAL_ERROR_LINE)
+        return EXIT_INTERNAL
+    more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
+    _last_line(f"Submission rejected: {failures[0].message}{more}")
+    return EXIT_SUBMISSION
+
+
+def _last_line(text: str) -> None:
+    """The line a participant sees: plain text, last on stderr."""
+    sys.stderr.flush()
+    print(" ".join(text.split()), file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    log.configure(args.log_level)
+    try:
+        return grade(args.input, args.ground_truth or default_ground_truth(), args.output, args.workers)
+    except SubmissionError as exc:
+        _log.error("submission_rejected", message=str(exc))
+        _last_line(f"Submission rejected: {exc}")
+        return EXIT_SUBMISSION
+    except GraderError as exc:
+        _log.error("phase_or_grader_error", message=str(exc))
+    except Exception:
+        _log.exception("internal_error")
+    _last_line(INTERNAL_ERROR_LINE)
+    return EXIT_INTERNAL

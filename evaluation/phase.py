@@ -1,0 +1,50 @@
+"""The phase: ``phase.yaml`` (which suite, with which options) plus the ground truth beside it.
+
+Only the suite name is required; every option has the reference's default, so a config of
+``suite: cellmap`` reproduces the official evaluator. The config is validated against
+``schemas/phase.schema.json`` before anything is scored, so a typo in an option name fails
+loudly instead of silently scoring with a default.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from evaluation import schemas
+from evaluation.errors import PhaseError
+
+PHASE_FILE = "phase.yaml"
+
+
+@dataclass(frozen=True)
+class Phase:
+    root: Path
+    suite: str
+    options: dict = field(default_factory=dict)
+
+    def option(self, name: str, default=None):
+        return self.options.get(name, default)
+
+    def path(self, relative: str) -> Path:
+        """A file of the phase; refuses paths that leave the phase folder."""
+        root = self.root.resolve()
+        target = (root / relative).resolve()
+        if target != root and root not in target.parents:
+            raise PhaseError(f"{PHASE_FILE}: path {relative!r} leaves the phase folder")
+        return target
+
+
+def load(root: Path) -> Phase:
+    config_path = Path(root) / PHASE_FILE
+    if not config_path.is_file():
+        raise PhaseError(f"no {PHASE_FILE} in the ground-truth folder")
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise PhaseError(f"{PHASE_FILE} is not valid YAML: {exc}") from None
+    problems = schemas.errors("phase", config)
+    if problems:
+        raise PhaseError(f"{PHASE_FILE} is invalid: " + "; ".join(problems))
+    options = {k: v for k, v in config.items() if k != "suite"}
+    return Phase(root=Path(root), suite=config["suite"], options=options)

@@ -1,0 +1,1 @@
+"""Readers: turn files of any supported format into a numpy array plus its geometry."""

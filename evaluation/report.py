@@ -1,0 +1,64 @@
+"""The one writer of results: sanitise, validate, write atomically.
+
+Undefined values (NaN, +-inf: e.g. Dice of two empty masks, VoI ratios of an empty truth)
+become JSON ``null``, which is what the references write and what Grand-Challenge reads
+NaN as. Files are written to a temporary name in the output folder and renamed into place,
+so an interrupted run never leaves a partial ``metrics.json``.
+"""
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from evaluation import schemas
+from evaluation.errors import GraderError
+
+METRICS_FILE = "metrics.json"
+
+
+def sanitize(value):
+    """A JSON-safe copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
+    if isinstance(value, dict):
+        return {str(k): sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [sanitize(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def write_json_atomic(path: Path, document) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write(output: Path, metrics: dict, files: dict[str, dict] | None = None) -> dict:
+    """Validate ``metrics`` against the metrics schema, then write the extra files and
+    ``metrics.json`` last (its presence means the run completed). Returns what was written."""
+    metrics = sanitize(metrics)
+    problems = schemas.errors("metrics", metrics)
+    if problems:
+        raise GraderError("metrics document violates schemas/metrics.schema.json: " + "; ".join(problems[:5]))
+    for name, document in (files or {}).items():
+        write_json_atomic(output / name, sanitize(document))
+    write_json_atomic(output / METRICS_FILE, metrics)
+    return metrics

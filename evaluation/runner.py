@@ -1,0 +1,147 @@
+"""Score tasks in isolated worker processes, within the machine's cores and memory.
+
+Each task runs in its own forked process, so a worker that crashes, is killed for memory or
+runs past the time limit loses only its own task: the others' results are kept and the dead
+one is reported. Tasks start largest-first while their summed memory estimates fit the
+budget (the platforms give 7-8 GB on 2 cores; loading several 3D volumes at once is the
+classic out-of-memory failure). Results come back as JSON text over a pipe.
+"""
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from multiprocessing.connection import wait
+
+from evaluation import log
+from evaluation.errors import GraderError, SubmissionError
+from evaluation.suites.base import Outcome, Task
+
+_log = log.get(__name__)
+_CONTEXT = multiprocessing.get_context("fork")
+
+
+def cpu_count() -> int:
+    """CPUs this process may use, honouring affinity, a cgroup quota and the platform's hint."""
+    count = len(os.sched_getaffinity(0))
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        if quota != "max":
+            count = min(count, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    hint = os.environ.get("GRAND_CHALLENGE_MAX_WORKERS")
+    if hint and hint.isdigit() and int(hint) > 0:
+        count = min(count, int(hint))
+    return max(1, count)
+
+
+def memory_limit_bytes() -> int:
+    """The memory this run may use: the platform's setting, else the cgroup limit, else RAM."""
+    setting = os.environ.get("GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB")
+    if setting and setting.isdigit():
+        return int(setting) * 1024**2
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = open(path).read().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            return min(int(value), physical)
+    return physical
+
+
+def _child(connection, function, payload) -> None:
+    try:
+        reply = {"value": function(payload)}
+    except GraderError as exc:
+        reply = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
+    except Exception as exc:  # any bug must come back as this task's failure, not kill the run
+        reply = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    try:
+        connection.send_bytes(json.dumps(reply, allow_nan=True).encode())
+    finally:
+        connection.close()
+
+
+class _Running:
+    def __init__(self, task: Task, function):
+        self.task = task
+        self.started = time.monotonic()
+        self.receiver, sender = _CONTEXT.Pipe(duplex=False)
+        self.process = _CONTEXT.Process(target=_child, args=(sender, function, task.payload))
+        self.process.start()
+        sender.close()
+        self.reply = None
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def outcome(self) -> Outcome:
+        key, seconds = self.task.key, self.elapsed()
+        if self.reply is None:
+            code = self.process.exitcode
+            cause = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+            hint = " (probably out of memory)" if code == -signal.SIGKILL else ""
+            return Outcome(key, kind="crashed", message=f"the worker scoring {key} died: {cause}{hint}", seconds=seconds)
+        reply = json.loads(self.reply)
+        if "traceback" in reply:
+            _log.error("task_exception", task=key, traceback=reply["traceback"])
+        return Outcome(key, value=reply.get("value"), kind=reply.get("kind"), message=reply.get("message"), seconds=seconds)
+
+
+def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None) -> dict[str, Outcome]:
+    """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
+    pending = sorted(tasks, key=lambda t: t.memory_bytes, reverse=True)
+    running: list[_Running] = []
+    outcomes: dict[str, Outcome] = {}
+    try:
+        while pending or running:
+            _start_what_fits(pending, running, function, workers, memory_bytes)
+            wait([r.receiver for r in running] + [r.process.sentinel for r in running], timeout=1.0)
+            for r in list(running):
+                outcome = _collect(r, time_limit)
+                if outcome is not None:
+                    outcomes[r.task.key] = outcome
+                    running.remove(r)
+                    _log.info("task_finished", task=r.task.key, ok=outcome.ok, seconds=round(outcome.seconds, 3))
+    finally:
+        for r in running:
+            r.process.kill()
+    return outcomes
+
+
+def _start_what_fits(pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int) -> None:
+    while pending and len(running) < workers:
+        in_use = sum(r.task.memory_bytes for r in running)
+        fits = [t for t in pending if in_use + t.memory_bytes <= memory_bytes]
+        if running and not fits:
+            return
+        task = fits[0] if fits else pending[0]  # alone, even an over-budget task gets its chance
+        pending.remove(task)
+        running.append(_Running(task, function))
+        _log.debug("task_started", task=task.key, estimate_mb=task.memory_bytes // 2**20)
+
+
+def _collect(r: _Running, time_limit: float | None) -> Outcome | None:
+    """The task's outcome if it has ended (or was stopped for time), else None."""
+    alive = r.process.is_alive()  # checked before polling: a worker that has exited has written everything
+    if r.reply is None and r.receiver.poll():
+        try:
+            r.reply = r.receiver.recv_bytes()
+        except (EOFError, OSError):
+            pass  # the worker died without answering
+    timed_out = r.reply is None and alive and time_limit is not None and r.elapsed() > time_limit
+    if timed_out:
+        r.process.kill()
+    elif r.reply is None and alive:
+        return None
+    r.process.join()
+    r.receiver.close()
+    if timed_out:
+        return Outcome(r.task.key, kind="timeout", seconds=r.elapsed(),
+                       message=f"{r.task.key} took longer than the {time_limit:g} s allowed per case")
+    return r.outcome()

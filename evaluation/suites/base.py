@@ -1,0 +1,85 @@
+"""The contract between the grader core and a metric suite."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluation.errors import PhaseError
+from evaluation.phase import Phase
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independently scored unit (a case, or a (crop, label) pair).
+
+    ``payload`` holds only JSON-able values (paths as strings), so a task can be sent to any
+    worker process; ``memory_bytes`` is the scheduler's estimate of its peak."""
+
+    key: str
+    payload: dict
+    memory_bytes: int = 0
+
+
+@dataclass
+class Plan:
+    tasks: list[Task]
+    context: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one task: its value, or why it failed.
+
+    ``kind`` is 'submission' (the participant's data is unusable), 'internal' (a bug or a
+    broken phase), 'timeout' or 'crashed' (the worker died, e.g. killed for memory)."""
+
+    key: str
+    value: dict | None = None
+    kind: str | None = None
+    message: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is None
+
+
+@dataclass
+class Report:
+    """The suite's result: ``metrics`` becomes metrics.json (``case`` + ``aggregates``);
+    ``files`` are further JSON documents written next to it (e.g. the reference's own)."""
+
+    metrics: dict
+    files: dict[str, dict] = field(default_factory=dict)
+
+
+class Suite:
+    name: str = ""
+
+    def plan(self, submission: Path, phase: Phase) -> Plan:
+        raise NotImplementedError
+
+    def score(self, payload: dict) -> dict:
+        """Runs in a worker process; must depend on ``payload`` (and the files it names) only."""
+        raise NotImplementedError
+
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, Suite] = {}
+
+
+def register(cls: type[Suite]) -> type[Suite]:
+    _REGISTRY[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Suite:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise PhaseError(f"unknown suite {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)

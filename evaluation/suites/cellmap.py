@@ -1,0 +1,428 @@
+"""CellMap Segmentation Challenge, reproducing the official evaluator.
+
+Reference: janelia-cellmap/cellmap-segmentation-challenge, ``v2`` = commit 0f50f70
+(``utils/eval_utils``: ``scoring.py``, ``instance_matching.py``, ``distance.py``,
+``aggregation.py``, ``submission.py``; ``utils/matched_crop.py``). Definitions, constants and
+quirks follow ``SPEC.md`` of the conformance kit; section numbers below refer to it.
+
+A submission is a zarr with one group per test crop (``crop<N>``) and one array per label.
+Every array of every crop of ``truth.zarr`` is scored: instance classes by connected
+components, min-cost-flow matching, per-instance Hausdorff and id accuracy; the others as
+semantic masks. Missing crops and labels score as empty. Results are aggregated per label
+weighted by voxel count, and into overall instance, semantic and combined scores.
+"""
+
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import cc3d
+import numpy as np
+
+from evaluation import log
+from evaluation.alignment import Grid, align
+from evaluation.errors import PhaseError, SubmissionError
+from evaluation.metrics import binary
+from evaluation.metrics.hausdorff import capped_hausdorff
+from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
+from evaluation.metrics.overlap import binary_counts, contingency
+from evaluation.metrics.voi import rand_voi
+from evaluation.phase import Phase
+from evaluation.readers import zarr_store
+from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+
+_log = log.get(__name__)
+
+REFERENCE = {"repository": "janelia-cellmap/cellmap-segmentation-challenge", "v2": "0f50f702687e23a2f302c61dd89a4e0f77a27c06"}
+# SPEC 6: membership by exact name; also decides the resampling order, always from this list.
+INSTANCE_CLASSES = ("nuc", "vim", "ves", "endo", "lyso", "ld", "perox", "mito", "np", "mt", "cell", "instance")
+INSTANCE_KEYS = ("mean_accuracy", "hausdorff_distance", "normalized_hausdorff_distance", "combined_score")
+SEMANTIC_KEYS = ("iou", "dice_score")
+TOO_MANY = "skipped_too_many_instances"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The reference's tunables (SPEC 12), with its defaults; each is a phase option."""
+
+    final_instance_ratio_cutoff: float = 10.0
+    initial_instance_ratio_cutoff: float = 50.0
+    instance_ratio_factor: float = 5.0
+    max_overlap_edges: int = 5_000_000
+    mcmf_cost_scale: int = 1_000_000
+    max_volume_size_ratio: float = 4096.0
+
+    @classmethod
+    def from_options(cls, options: dict) -> "Limits":
+        return cls(**{f.name: options[f.name] for f in fields(cls) if f.name in options})
+
+    def ratio_cutoff(self, n_gt: int) -> float:
+        """Largest accepted (max prediction id) / (max truth id) ratio (SPEC 7.3 step 3)."""
+        return float(self.final_instance_ratio_cutoff + self.initial_instance_ratio_cutoff * np.exp(-n_gt / self.instance_ratio_factor))
+
+
+# --------------------------------------------------------------------------------------------
+# Distances
+
+
+def max_distance(voxel_size, shape) -> float:
+    """The Hausdorff cap: half the smallest physical extent of the crop (``compute_max_distance``)."""
+    return float(min((float(v) * int(s)) / 2 for v, s in zip(voxel_size, shape)))
+
+
+def normalize_distances(distances, voxel_size) -> np.ndarray:
+    """``1.01 ** (-d / |vs|)`` (``normalize_distance``); an infinite distance scores 0."""
+    d = np.asarray(distances, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(np.isinf(d), 0.0, 1.01 ** (-d / np.linalg.norm(np.asarray(voxel_size, dtype=np.float64))))
+
+
+# --------------------------------------------------------------------------------------------
+# Per-label scoring (SPEC 7)
+
+
+def score_semantic(pred: np.ndarray, truth: np.ndarray) -> dict:
+    """IoU, Dice and accuracy of ``pred > 0`` vs ``truth > 0``; both empty scores integer 1."""
+    counts = binary_counts(truth > 0, pred > 0)
+    if counts.tp + counts.fp + counts.fn == 0:
+        iou, dice = 1, 1
+    else:
+        iou, dice = binary.iou(counts), binary.dice_as_scipy(counts)
+    return {"iou": iou, "dice_score": dice, "binary_accuracy": binary.accuracy(counts), "status": "scored"}
+
+
+def match_instances(truth: np.ndarray, components: np.ndarray, n_pred: int, table, limits: Limits) -> dict[int, int]:
+    """Prediction component -> truth id (``match_instances``). ``table`` is the truth-foreground
+    contingency of (truth, components). Uses maximum ids, not counts, as the reference does."""
+    n_gt = int(truth.max()) if truth.size else 0
+    if n_gt == 0 and n_pred == 0:
+        return {0: 0}
+    if n_gt == 0 or n_pred == 0:
+        return {}
+    if n_pred / n_gt > limits.ratio_cutoff(n_gt):
+        raise _Pathological(TOO_MANY)
+    overlapping = table.b > 0
+    if int(np.count_nonzero(overlapping)) > limits.max_overlap_edges:
+        raise _Pathological(TOO_MANY)
+    _, gt_index = np.unique(table.a, return_inverse=True)
+    gt_size = np.bincount(gt_index, weights=table.count)[gt_index[overlapping]]
+    pred_size = np.bincount(components.ravel(), minlength=n_pred + 1)[table.b[overlapping].astype(np.intp)]
+    iou32 = pair_iou32(table.count[overlapping].astype(np.float64), gt_size, pred_size.astype(np.float64))
+    keep = iou32 > 0
+    if not keep.any():
+        return {}
+    try:
+        return min_cost_flow_matching(
+            n_gt, n_pred, table.a[overlapping][keep], table.b[overlapping][keep], iou32[keep], limits.mcmf_cost_scale
+        )
+    except MatchingFailed:
+        raise _Pathological("matching_failed") from None
+
+
+class _Pathological(Exception):
+    """The crop cannot be matched; carries the reference's status string (SPEC 7.8)."""
+
+
+def relabel(components: np.ndarray, mapping: dict[int, int], n_pred: int) -> np.ndarray:
+    """Matched components take their truth id; unmatched ones keep their own id, which can
+    collide with a truth id (reference quirk, SPEC 9.1, reproduced)."""
+    top = max([n_pred, *mapping.values()])
+    lut = np.arange(top + 1, dtype=np.min_scalar_type(top))
+    lut[np.fromiter(mapping.keys(), dtype=np.int64)] = np.fromiter(mapping.values(), dtype=np.int64)
+    return lut[components]
+
+
+def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits) -> dict:
+    """``score_instance`` of the reference (SPEC 7.2 - 7.8)."""
+    cap = max_distance(voxel_size, truth.shape)
+    components, n_pred = cc3d.connected_components(pred, return_N=True)
+    truth_fg = truth > 0
+    counts = binary_counts(truth_fg, components > 0)
+    binary_scores = {
+        "iou": binary.iou(counts),
+        "dice_score": binary.dice_as_scipy(counts),
+        "binary_accuracy": binary.accuracy(counts),
+    }
+    table = contingency(truth, components, where=truth_fg)
+    voi = rand_voi(table)
+    try:
+        mapping = match_instances(truth, components, int(n_pred), table, limits)
+    except _Pathological as exc:
+        return {
+            "mean_accuracy": 0,
+            "binary_accuracy": binary_scores["binary_accuracy"],
+            "hausdorff_distance": cap,
+            "normalized_hausdorff_distance": float(normalize_distances([cap], voxel_size)[0]),
+            "combined_score": 0,
+            "iou": binary_scores["iou"],
+            "dice_score": binary_scores["dice_score"],
+            "status": str(exc),
+            **voi,
+        }
+
+    if mapping == {0: 0}:
+        distances = [0.0]
+    elif not mapping:
+        distances = [cap]
+    else:
+        components = relabel(components, {0: 0, **mapping}, int(n_pred))
+        truth_ids = np.unique(table.a)
+        per_gt = capped_hausdorff(truth, components, truth_ids, voxel_size, cap)
+        unmatched = np.full(int(n_pred) - len(mapping), cap, dtype=np.float32)
+        distances = np.concatenate([per_gt, unmatched]).astype(np.float64)
+    mean_accuracy = float(np.count_nonzero(truth == components) / truth.size)
+    normalized = float(np.mean(normalize_distances(distances, voxel_size)))
+    return {
+        "mean_accuracy": mean_accuracy,
+        "hausdorff_distance": float(np.mean(distances)),
+        "normalized_hausdorff_distance": normalized,
+        "combined_score": (mean_accuracy * normalized) ** 0.5,
+        "status": "scored",
+        **binary_scores,
+        **voi,
+    }
+
+
+def missing_entry(label: str, instance: bool, voxel_size, shape) -> dict:
+    """A truth label that was not submitted (``empty_label_score``, SPEC 7.9)."""
+    common = {"num_voxels": int(np.prod(shape)), "voxel_size": list(voxel_size), "is_missing": True, "status": "missing"}
+    if instance:
+        return {"mean_accuracy": 0, "hausdorff_distance": max_distance(voxel_size, shape),
+                "normalized_hausdorff_distance": 0, "combined_score": 0, **common}
+    return {"iou": 0, "dice_score": 0, "binary_accuracy": 0, **common}
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation (SPEC 8)
+
+
+def combine(entries: dict, instance_classes, include_missing: bool) -> dict:
+    """Voxel-weighted label scores and the overall scores (``combine_scores``)."""
+    sums, weights = {}, {}
+    for labels in entries.values():
+        for label, entry in labels.items():
+            if entry["is_missing"] and not include_missing:
+                continue
+            keys = INSTANCE_KEYS if label in instance_classes else SEMANTIC_KEYS
+            total = sums.setdefault(label, dict.fromkeys(keys, 0))
+            for key in keys:
+                if entry.get(key) is not None:
+                    total[key] += entry[key] * entry["num_voxels"]
+            weights[label] = weights.get(label, 0) + entry["num_voxels"]
+    label_scores = {
+        label: {k: (v / weights[label] if weights[label] else math.nan) for k, v in total.items()}
+        for label, total in sums.items()
+    }
+    instance = [label_scores[c]["combined_score"] * weights[c] for c in label_scores if c in instance_classes]
+    semantic = [label_scores[c]["iou"] * weights[c] for c in label_scores if c not in instance_classes]
+    overall_instance = float(np.nansum(instance) / sum(weights[c] for c in label_scores if c in instance_classes)) if instance else 0
+    overall_semantic = float(np.nansum(semantic) / sum(weights[c] for c in label_scores if c not in instance_classes)) if semantic else 0
+    return {
+        "label_scores": label_scores,
+        "overall_instance_score": overall_instance,
+        "overall_semantic_score": overall_semantic,
+        "overall_score": (overall_instance * overall_semantic) ** 0.5,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def read_manifest(path: Path) -> dict[tuple[int, str], Grid]:
+    """The test-crop manifest (SPEC 2.1): header dropped, ``;``-separated bracketed lists,
+    keyed by (crop id, label); a repeated key keeps its last row."""
+    rows = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    except OSError as exc:
+        raise PhaseError(f"cannot read the crop manifest: {exc}") from None
+    for number, line in enumerate(lines, start=2):
+        if not line.strip():
+            continue
+        try:
+            crop, _dataset, label, voxel_size, translation, shape = line.split(",")
+            parse = lambda text, kind: tuple(kind(x) for x in text.strip().strip("[]").split(";"))  # noqa: E731
+            rows[(int(crop), label)] = Grid(parse(voxel_size, float), parse(shape, int), parse(translation, float))
+        except ValueError:
+            raise PhaseError(f"crop manifest line {number} is malformed") from None
+    return rows
+
+
+def find_zarr_root(folder: Path) -> Path:
+    """The zarr inside an unpacked submission (``ensure_valid_submission``): the folder itself
+    when it holds no ``*.zarr``, the single nested ``*.zarr`` otherwise."""
+    nested = []
+    for current, dirs, _files in os.walk(folder):
+        for name in list(dirs):
+            if name.endswith(".zarr"):
+                nested.append(Path(current) / name)
+                dirs.remove(name)  # a zarr's own chunks need no search
+    if len(nested) > 1:
+        names = ", ".join(sorted(p.name for p in nested)[:5])
+        raise SubmissionError(f"the submission holds {len(nested)} zarr folders ({names}); submit exactly one")
+    return nested[0] if nested else folder
+
+
+def crop_id(name: str) -> int:
+    try:
+        return int(name.removeprefix("crop"))
+    except ValueError:
+        raise PhaseError(f"truth crop group {name!r} is not named crop<N>") from None
+
+
+def subfolders(path: Path) -> set[str]:
+    return {p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
+    """Truth crop -> submitted folder. Only if no name matches, bare ids ('111') are tried
+    as 'crop111' (``_discover_volumes``)."""
+    found = {name: name for name in submitted & truth}
+    if not found:
+        found = {f"crop{name}": name for name in submitted if f"crop{name}" in truth}
+    if not found:
+        raise SubmissionError(
+            "no test crop found in the submission: its top-level groups must be named after the test "
+            "crops (e.g. 'crop123'), each holding one array per label"
+        )
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The suite
+
+
+@dataclass(frozen=True)
+class Options:
+    version: str = "v2"
+    truth: str = "truth.zarr"
+    manifest: str = "manifest.csv"
+    instance_classes: tuple[str, ...] = INSTANCE_CLASSES
+
+    @classmethod
+    def from_phase(cls, phase: Phase) -> "Options":
+        o = phase.options
+        return cls(
+            version=o.get("version", cls.version),
+            truth=o.get("truth", cls.truth),
+            manifest=o.get("manifest", cls.manifest),
+            instance_classes=tuple(o.get("instance_classes", INSTANCE_CLASSES)),
+        )
+
+
+def _memory_estimate(grid: Grid, source_shape, instance: bool) -> int:
+    """Peak bytes of one pair: truth, aligned prediction, components, relabelled copy and
+    masks for instance labels; the source (float64 when resampled) on top."""
+    target = int(np.prod(grid.shape))
+    return target * (48 if instance else 16) + int(np.prod(source_shape)) * 16
+
+
+@register
+class CellMap(Suite):
+    name = "cellmap"
+
+    def plan(self, submission: Path, phase: Phase) -> Plan:
+        options = Options.from_phase(phase)
+        limits = Limits.from_options(phase.options)
+        truth_root = phase.path(options.truth)
+        manifest = read_manifest(phase.path(options.manifest))
+        if not truth_root.is_dir():
+            raise PhaseError("the truth zarr named in phase.yaml does not exist")
+        root = find_zarr_root(submission)
+        truth_crops = sorted(subfolders(truth_root), key=lambda n: (len(n), n))
+        crops = match_crops(subfolders(root), set(truth_crops))
+
+        tasks, fixed = [], {}
+        for crop in truth_crops:
+            truth_labels = zarr_store.array_names(truth_root / crop)
+            submitted = set(zarr_store.array_names(root / crops[crop])) if crop in crops else set()
+            for label in truth_labels:
+                grid = manifest.get((crop_id(crop), label))
+                truth_path = truth_root / crop / label
+                if label in submitted and grid is None:
+                    _log.warning("label_without_manifest_row", crop=crop, label=label)
+                if label not in submitted or grid is None:
+                    fixed.setdefault(crop, {})[label] = self._missing(truth_path, label, options, grid)
+                    continue
+                pred_path = root / crops[crop] / label
+                display = f"{crops[crop]}/{label}"
+                source = zarr_store.open_array(pred_path, display)
+                mask = truth_root / crop / f"{label}_mask"
+                payload = {
+                    "crop": crop, "label": label, "display": display,
+                    "truth": str(truth_path), "pred": str(pred_path),
+                    "mask": str(mask) if zarr_store.node_kind(mask) == zarr_store.ARRAY else None,
+                    "grid": asdict(grid), "instance": label in options.instance_classes,
+                    "limits": asdict(limits),
+                }
+                estimate = _memory_estimate(grid, source.shape, label in INSTANCE_CLASSES)
+                tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate))
+        context = {"fixed": fixed, "options": asdict(options), "total_evals": len(manifest)}
+        _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
+        return Plan(tasks=tasks, context=context)
+
+    @staticmethod
+    def _missing(truth_path: Path, label: str, options: Options, grid: Grid | None) -> dict:
+        truth = zarr_store.open_array(truth_path, "truth array", trusted=True)
+        voxel_size = zarr_store.attributes(truth).get("voxel_size") or (grid.voxel_size if grid else None)
+        if voxel_size is None:
+            raise PhaseError("a truth array has neither a voxel_size attribute nor a manifest row")
+        return missing_entry(label, label in options.instance_classes, voxel_size, truth.shape)
+
+    def score(self, payload: dict) -> dict:
+        grid = Grid(**{k: tuple(v) for k, v in payload["grid"].items()})
+        limits = Limits(**payload["limits"])
+        truth_array = zarr_store.open_array(Path(payload["truth"]), "truth array", trusted=True)
+        truth = zarr_store.read_array(truth_array, "truth array", trusted=True)
+        if truth.shape != tuple(grid.shape):
+            raise PhaseError("a truth array's shape differs from its manifest row")
+        display = payload["display"]
+        source = zarr_store.open_array(Path(payload["pred"]), display)
+        pred = align(
+            source, zarr_store.attributes(source), grid,
+            instance=payload["label"] in INSTANCE_CLASSES,
+            read=lambda region: zarr_store.read_array(source, display, region=region),
+            max_size_ratio=limits.max_volume_size_ratio, display=display,
+        )
+        if payload["mask"]:
+            mask = zarr_store.read_array(zarr_store.open_array(Path(payload["mask"]), "mask", trusted=True), "mask", trusted=True)
+            pred, truth = pred * mask, truth * mask
+        if payload["instance"]:
+            result = score_instance(pred, truth, grid.voxel_size, limits)
+        else:
+            result = score_semantic(pred, truth)
+        return {**result, "num_voxels": int(truth.size), "voxel_size": list(grid.voxel_size), "is_missing": False}
+
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+        options = Options(**{**plan.context["options"], "instance_classes": tuple(plan.context["options"]["instance_classes"])})
+        entries = {crop: dict(labels) for crop, labels in plan.context["fixed"].items()}
+        for task in plan.tasks:
+            outcome = outcomes[task.key]
+            crop, label = task.payload["crop"], task.payload["label"]
+            if outcome.ok:
+                entry = outcome.value
+            else:
+                grid = task.payload["grid"]
+                entry = missing_entry(label, task.payload["instance"], grid["voxel_size"], grid["shape"])
+                entry.update(status="failed", error=outcome.message)
+            entries.setdefault(crop, {})[label] = entry
+        entries = {crop: entries[crop] for crop in sorted(entries, key=lambda n: (len(n), n))}
+        everything = combine(entries, options.instance_classes, include_missing=True)
+        submitted = combine(entries, options.instance_classes, include_missing=False)
+        bookkeeping = {
+            "total_evals": plan.context["total_evals"],
+            "num_evals_done": sum(len(labels) for crop, labels in entries.items() if "crop" in crop),
+            "git_version": REFERENCE[options.version],
+        }
+        results = {**entries, **everything, **bookkeeping}
+        metrics = {
+            "case": entries,
+            "aggregates": {**everything, **bookkeeping, "submitted_only": submitted},
+            "reference": {"repository": REFERENCE["repository"], "commit": REFERENCE[options.version], "version": options.version},
+        }
+        return Report(
+            metrics=metrics,
+            files={"results.json": results, "results_submitted_only.json": {**entries, **submitted}},
+        )
