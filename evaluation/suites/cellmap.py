@@ -331,6 +331,8 @@ class CellMap(Suite):
         if not truth_root.is_dir():
             raise PhaseError("the truth zarr named in phase.yaml does not exist")
         root = find_zarr_root(submission)
+        if not subfolders(root):
+            raise SubmissionError("the submission holds no zarr: upload a zarr folder (or a zip of one) with one group per test crop")
         truth_crops = sorted(subfolders(truth_root), key=lambda n: (len(n), n))
         crops = match_crops(subfolders(root), set(truth_crops))
 

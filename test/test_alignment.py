@@ -1,0 +1,82 @@
+"""Alignment to the truth grid (CellMap MatchedCrop), against hand-worked examples."""
+
+import numpy as np
+import pytest
+
+from evaluation.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
+from evaluation.errors import SubmissionError
+
+
+def _align(image, attrs, grid, instance=True, ratio=4096):
+    return align(image, attrs, grid, instance, read=lambda region: image[region], max_size_ratio=ratio, display="crop1/x")
+
+
+def test_translation_snapping_is_asymmetric():
+    """SPEC 4.6, case n: target z translation 123.45 nm at 10 nm; an input starting one voxel
+    later snaps to 130 and stays put, one starting a voxel earlier moves by one."""
+    grid = Grid((10.0, 4.0, 4.0), (24, 48, 48), (123.45, 4002.0, 8006.0))
+    assert voxel_offset(np.array([133.45, 4002.0, 8006.0]), grid).tolist() == [0, 0, 0]
+    assert voxel_offset(np.array([113.45, 4002.0, 8006.0]), grid).tolist() == [-1, 0, 0]
+
+
+def test_offset_uses_exact_floor_division():
+    """1.0 // 0.1 is 9 (fmod semantics), not floor(1.0 / 0.1) = 10: the snapped origin is
+    0.9 and 0.9 // 0.1 = 8."""
+    grid = Grid((0.1,), (10,), (0.0,))
+    assert voxel_offset(np.array([1.0]), grid).tolist() == [8]
+
+
+def test_centre_pad_and_crop():
+    image = np.arange(2 * 4 * 6).reshape(2, 4, 6)
+    out = _centre_pad_crop(image, (4, 4, 4))
+    assert out.shape == (4, 4, 4)
+    assert (out[0] == 0).all() and (out[3] == 0).all()
+    assert (out[1:3] == image[:, :, 1:5]).all()
+
+
+def test_place_with_negative_and_positive_offsets():
+    image = np.arange(1, 6)
+    assert _place(image, np.array([-2]), (4,)).tolist() == [3, 4, 5, 0]
+    assert _place(image, np.array([2]), (4,)).tolist() == [0, 0, 1, 2]
+    assert _place(image, np.array([9]), (4,)).tolist() == [0, 0, 0, 0]
+
+
+def test_nearest_upsampling_of_instance_labels_repeats_voxels():
+    image = np.arange(1, 9, dtype=np.uint32).reshape(2, 2, 2)
+    grid = Grid((8.0, 8.0, 8.0), (4, 4, 4), (0.0, 0.0, 0.0))
+    out = _align(image, {"voxel_size": [16, 16, 16], "translation": [0, 0, 0]}, grid)
+    assert out.dtype == np.uint32
+    assert (out == image.repeat(2, 0).repeat(2, 1).repeat(2, 2)).all()
+
+
+def test_semantic_linear_resampling_is_thresholded():
+    image = np.zeros((4, 4, 4), np.uint8)
+    image[:, :, 2:] = 1
+    grid = Grid((8.0, 8.0, 8.0), (8, 8, 8), (0.0, 0.0, 0.0))
+    out = _align(image, {"voxel_size": [16, 16, 16]}, grid, instance=False)
+    assert out.dtype == bool and out.shape == (8, 8, 8)
+    # zero padding outside the volume (mode 'constant') lowers the corners: look inside
+    assert out[1:7, 1:7, 5:7].all() and not out[:, :, :3].any()
+
+
+def test_native_float_prediction_is_not_thresholded():
+    image = np.full((2, 2, 2), 0.2, np.float32)
+    grid = Grid((8.0, 8.0, 8.0), (2, 2, 2), (0.0, 0.0, 0.0))
+    assert (_align(image, {"voxel_size": [8, 8, 8]}, grid, instance=False) == image).all()
+
+
+@pytest.mark.parametrize(
+    "image, attrs, message",
+    [
+        (np.zeros((2, 2)), {}, "2 dimensions"),
+        (np.zeros((2, 0, 2)), {}, "empty axis"),
+        (np.zeros((2, 2, 2)), {"voxel_size": ["a", 1, 1]}, "list of numbers"),
+        (np.zeros((2, 2, 2)), {"translation": [1, 2]}, "3 finite numbers"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [1, float("nan"), 1]}, "3 finite numbers"),
+        (np.zeros((64, 64, 64)), {}, "times larger"),
+    ],
+)
+def test_unusable_arrays_are_submission_errors(image, attrs, message):
+    grid = Grid((8.0, 8.0, 8.0), (2, 2, 2), (0.0, 0.0, 0.0))
+    with pytest.raises(SubmissionError, match=message):
+        _align(image, attrs, grid, ratio=1000)

@@ -1,0 +1,90 @@
+"""Safe unpacking: nothing leaves the target folder, nothing fills the disk."""
+
+import os
+import stat
+import zipfile
+
+import pytest
+
+from evaluation.archive import Limits, extract_zip
+from evaluation.errors import SubmissionError
+
+
+def _zip(path, entries, compression=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(path, "w", compression) as archive:
+        for name, data in entries:
+            if isinstance(name, zipfile.ZipInfo):
+                archive.writestr(name, data)
+            else:
+                archive.writestr(name, data)
+    return path
+
+
+def test_regular_archive_is_unpacked(tmp_path):
+    archive = _zip(tmp_path / "a.zip", [("x.zarr/.zgroup", "{}"), ("x.zarr/crop1/a", b"123")])
+    target = extract_zip(archive, tmp_path / "out")
+    assert (target / "x.zarr" / "crop1" / "a").read_bytes() == b"123"
+
+
+@pytest.mark.parametrize("name", ["../evil", "a/../../evil", "/abs/evil", "C:/evil", "a\\..\\..\\evil"])
+def test_entries_leaving_the_folder_are_refused(tmp_path, name):
+    archive = _zip(tmp_path / "a.zip", [(name, "x")])
+    with pytest.raises(SubmissionError, match="outside|absolute"):
+        extract_zip(archive, tmp_path / "out")
+    assert not (tmp_path / "evil").exists()
+    assert not any((tmp_path / "out").rglob("*evil*"))
+
+
+def test_symlink_entries_are_refused(tmp_path):
+    info = zipfile.ZipInfo("link")
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    archive = _zip(tmp_path / "a.zip", [(info, "/etc/passwd")])
+    with pytest.raises(SubmissionError, match="symbolic link"):
+        extract_zip(archive, tmp_path / "out")
+
+
+def test_entry_count_total_size_and_ratio_are_capped(tmp_path):
+    many = _zip(tmp_path / "many.zip", [(f"f{i}", "") for i in range(11)])
+    with pytest.raises(SubmissionError, match="11 entries"):
+        extract_zip(many, tmp_path / "o1", Limits(max_entries=10))
+    big = _zip(tmp_path / "big.zip", [("a", b"x" * 5000)])
+    with pytest.raises(SubmissionError, match="GiB"):
+        extract_zip(big, tmp_path / "o2", Limits(max_total_bytes=4000))
+    bomb = _zip(tmp_path / "bomb.zip", [("zeros", bytes(4 << 20))])
+    with pytest.raises(SubmissionError, match="zip bomb"):
+        extract_zip(bomb, tmp_path / "o3", Limits(max_ratio=100, ratio_min_bytes=1 << 20))
+
+
+def test_headers_that_understate_the_size_are_refused(tmp_path):
+    """Sizes in headers are not trusted: the copy stops at what the header promised and the
+    CRC check then fails, so no more than the declared bytes are ever written."""
+    archive = _zip(tmp_path / "a.zip", [("a", b"y" * 10_000)])
+    with zipfile.ZipFile(archive) as z:
+        info = z.infolist()[0]
+    # rewrite the central directory's declared size to 10 bytes
+    data = bytearray(archive.read_bytes())
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 24:central + 28] = (10).to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+    with pytest.raises(SubmissionError):
+        extract_zip(archive, tmp_path / "out", Limits(max_total_bytes=1000))
+    assert info.file_size == 10_000
+
+
+def test_not_a_zip_and_truncated_zip(tmp_path):
+    fake = tmp_path / "fake.zip"
+    fake.write_text("not a zip")
+    with pytest.raises(SubmissionError, match="not a readable zip"):
+        extract_zip(fake, tmp_path / "o1")
+    good = _zip(tmp_path / "good.zip", [("a", os.urandom(50_000))], zipfile.ZIP_STORED)
+    truncated = tmp_path / "truncated.zip"
+    truncated.write_bytes(good.read_bytes()[:30_000])
+    with pytest.raises(SubmissionError):
+        extract_zip(truncated, tmp_path / "o2")
+
+
+def test_duplicate_entries_are_refused(tmp_path):
+    with pytest.warns(UserWarning):
+        archive = _zip(tmp_path / "a.zip", [("a", "1"), ("a", "2")])
+    with pytest.raises(SubmissionError, match="twice"):
+        extract_zip(archive, tmp_path / "out")

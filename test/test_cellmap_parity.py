@@ -1,0 +1,56 @@
+"""Parity with the official CellMap evaluator (v2 = 0f50f70) on all 14 conformance cases,
+through the public command line, as the platforms run it."""
+
+import json
+import zipfile
+
+import pytest
+
+from conftest import FIXTURES, differences, run_cli, validate_metrics
+
+EXPECTED = json.loads((FIXTURES / "cellmap" / "expected-v2.json").read_text())["cases"]
+COUNTS = ("num_voxels", "total_evals", "num_evals_done")
+
+
+def _split(scores: dict) -> tuple[dict, dict]:
+    """The reference's flat result dict as (per-crop entries, aggregates)."""
+    crops = {k: v for k, v in scores.items() if k.startswith("crop")}
+    rest = {k: v for k, v in scores.items() if not k.startswith("crop") and k != "git_version"}
+    return crops, rest
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_case_matches_reference(case, cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase(case)
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    metrics = run.metrics
+    validate_metrics(metrics)
+
+    crops, aggregates = _split(EXPECTED[case]["scores"])
+    assert differences(metrics["case"], crops, "case", COUNTS) == []
+    got_aggregates = {k: v for k, v in metrics["aggregates"].items() if k in aggregates}
+    assert differences(got_aggregates, aggregates, "aggregates", COUNTS) == []
+
+    # The reference's own result files, written beside metrics.json, match too.
+    files = EXPECTED[case]["result_files"]
+    for name, expected in files.items():
+        written = json.loads((tmp_path / "out" / name).read_text())
+        written.pop("git_version", None)
+        expected = {k: v for k, v in expected.items() if k != "git_version"}
+        assert differences(written, expected, name, COUNTS) == []
+
+
+def test_zipped_submission_scores_like_the_folder(cellmap_phase, tmp_path):
+    """The reference was run on the zipped zarr; the zip and the folder must give one result."""
+    phase, submission = cellmap_phase("b_split_merge_jitter")
+    zipped = tmp_path / "zipped"
+    zipped.mkdir()
+    with zipfile.ZipFile(zipped / "submission.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((submission / "submission.zarr").rglob("*")):
+            archive.write(path, path.relative_to(submission / "submission.zarr").as_posix())
+    from_zip = run_cli(zipped, phase, tmp_path / "out-zip")
+    from_folder = run_cli(submission / "submission.zarr", phase, tmp_path / "out-folder")
+    assert from_zip.code == from_folder.code == 0, from_zip.stderr + from_folder.stderr
+    assert from_zip.metrics["case"] == from_folder.metrics["case"]
+    assert from_zip.metrics["aggregates"] == from_folder.metrics["aggregates"]

@@ -1,0 +1,129 @@
+"""The command line as participants and organizers meet it: exit codes, the last stderr
+line, nothing of the ground truth in any message, every metrics.json schema-valid."""
+
+import json
+import shutil
+import zipfile
+
+import pytest
+
+from conftest import ROOT, run_cli, validate_metrics
+
+
+def _assert_rejected(run, phase, *words):
+    assert run.code == 2, run.stderr
+    assert run.last_line.startswith("Submission rejected: ")
+    for word in words:
+        assert word in run.last_line
+    assert not run.last_line.startswith("Traceback")
+    assert str(phase) not in run.stderr + run.stdout  # no ground-truth path leaks
+    assert "truth.zarr" not in run.last_line
+
+
+def test_empty_folder_is_rejected(cellmap_phase, tmp_path):
+    phase, _ = cellmap_phase("a_perfect_instance")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = run_cli(empty, phase, tmp_path / "out")
+    _assert_rejected(run, phase, "empty")
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_zip_with_path_traversal_is_rejected(cellmap_phase, tmp_path):
+    phase, _ = cellmap_phase("a_perfect_instance")
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "submission.zip", "w") as archive:
+        archive.writestr("crop101/.zgroup", "{}")
+        archive.writestr("../../escaped.txt", "x")
+    run = run_cli(folder, phase, tmp_path / "out")
+    _assert_rejected(run, phase, "../../escaped.txt", "outside")
+    assert not list(tmp_path.rglob("escaped.txt"))
+
+
+def test_zip_without_a_zarr_is_rejected(cellmap_phase, tmp_path):
+    phase, _ = cellmap_phase("a_perfect_instance")
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    with zipfile.ZipFile(folder / "predictions.zip", "w") as archive:
+        archive.writestr("readme.txt", "my predictions")
+    _assert_rejected(run_cli(folder, phase, tmp_path / "out"), phase, "holds no zarr")
+
+
+def test_groups_that_name_no_test_crop_are_rejected(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("a_perfect_instance")
+    (submission / "submission.zarr" / "crop101").rename(submission / "submission.zarr" / "volume_a")
+    _assert_rejected(run_cli(submission, phase, tmp_path / "out"), phase, "no test crop")
+
+
+def test_unsafe_codec_is_refused_before_decoding(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("a_perfect_instance")
+    meta = submission / "submission.zarr" / "crop101" / "mito" / ".zarray"
+    spec = json.loads(meta.read_text())
+    spec["filters"] = [{"id": "pickle"}]
+    meta.write_text(json.dumps(spec))
+    run = run_cli(submission, phase, tmp_path / "out")
+    _assert_rejected(run, phase, "crop101/mito", "pickle")
+
+
+def test_one_corrupt_label_keeps_every_other_result(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("b_split_merge_jitter")
+    chunk = next((submission / "submission.zarr" / "crop102" / "mito").rglob("0/0/0"))
+    chunk.write_bytes(b"garbage" * 10)
+    run = run_cli(submission, phase, tmp_path / "out")
+    _assert_rejected(run, phase, "crop102/mito", "cannot be read")
+    metrics = run.metrics
+    validate_metrics(metrics)
+    assert [f["case"] for f in metrics["failures"]] == ["crop102/mito"]
+    assert metrics["failures"][0]["kind"] == "submission"
+    assert metrics["case"]["crop102"]["mito"]["status"] == "failed"
+    assert metrics["case"]["crop114"]["mito"]["status"] == "scored"
+    assert metrics["case"]["crop102"]["mito_mem"]["iou"] == pytest.approx(0.4522978475858057, rel=1e-12)
+
+
+def test_invalid_phase_is_an_internal_error_with_a_neutral_last_line(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("a_perfect_instance", "suite: cellmap\nratio_cutof: 3\n")
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 1
+    assert "internal error" in run.last_line and "ratio_cutof" not in run.last_line
+    assert "ratio_cutof" in run.stderr  # the organizer finds the cause in the log
+
+
+def test_phase_options_change_the_scoring(cellmap_phase, tmp_path):
+    """h / crop115 ves is scored normally by default; with a ratio cutoff of 0 every crop
+    that has predictions becomes pathological."""
+    phase, submission = cellmap_phase(
+        "h_too_many_instances",
+        "suite: cellmap\nfinal_instance_ratio_cutoff: 0\ninitial_instance_ratio_cutoff: 0\nworkers: 1\n",
+    )
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    assert run.metrics["case"]["crop115"]["ves"]["status"] == "skipped_too_many_instances"
+
+
+def test_bundled_example_grades_as_the_readme_says(tmp_path):
+    run = run_cli(ROOT / "test" / "example-submission", ROOT / "ground-truth", tmp_path / "out")
+    assert run.code == 0, run.stderr
+    metrics = run.metrics
+    validate_metrics(metrics)
+    assert 0 < metrics["aggregates"]["overall_score"] < 1
+    for name in ("results.json", "results_submitted_only.json"):
+        assert (tmp_path / "out" / name).is_file()
+
+
+def test_help_explains_the_contract():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "evaluation", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0
+    for word in ("--input", "--ground-truth", "--output", "phase.yaml", "Exit status", "cellmap"):
+        assert word in done.stdout
+
+
+def test_output_folder_holds_only_what_we_write(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("a_perfect_instance")
+    out = tmp_path / "out"
+    assert run_cli(submission, phase, out).code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "results.json", "results_submitted_only.json"]
+    shutil.rmtree(out)

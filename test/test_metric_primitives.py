@@ -1,0 +1,153 @@
+"""Metric primitives against hand-computed values and properties."""
+
+import math
+
+import numpy as np
+import pytest
+
+from evaluation.metrics import binary
+from evaluation.metrics.hausdorff import box_gap, capped_hausdorff, capped_hausdorff_padded_roi, label_boxes
+from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
+from evaluation.metrics.overlap import binary_counts, contingency
+from evaluation.metrics.voi import rand_voi
+
+
+def test_contingency_counts_pairs_in_ascending_order():
+    a = np.array([3, 3, 0, 1, 1, 1])
+    b = np.array([0, 2, 2, 2, 2, 9])
+    table = contingency(a, b)
+    assert list(zip(table.a.tolist(), table.b.tolist(), table.count.tolist())) == [
+        (0, 2, 1), (1, 2, 2), (1, 9, 1), (3, 0, 1), (3, 2, 1)
+    ]
+    only_a = contingency(a, b, where=a > 0)
+    assert only_a.count.sum() == 5
+
+
+def test_contingency_sparse_huge_ids_take_the_sorting_path():
+    a = np.array([2**40, 2**40, 7], dtype=np.uint64)
+    b = np.array([2**33, 1, 1], dtype=np.uint64)
+    table = contingency(a, b)
+    assert list(zip(table.a.tolist(), table.b.tolist(), table.count.tolist())) == [(7, 1, 1), (2**40, 1, 1), (2**40, 2**33, 1)]
+
+
+def test_binary_scores_by_hand():
+    counts = binary_counts(np.array([1, 1, 0, 0]) > 0, np.array([1, 0, 1, 0]) > 0)
+    assert (counts.tp, counts.fp, counts.fn, counts.tn) == (1, 1, 1, 1)
+    assert binary.iou(counts) == pytest.approx(1 / 3)
+    assert binary.dice_as_scipy(counts) == pytest.approx(0.5)
+    assert binary.accuracy(counts) == 0.5
+    empty = binary_counts(np.zeros(4, bool), np.zeros(4, bool))
+    assert binary.iou(empty) == 1.0 and math.isnan(binary.dice_as_scipy(empty))
+
+
+def test_binary_scores_are_symmetric():
+    rng = np.random.default_rng(1)
+    t, p = rng.random(1000) > 0.6, rng.random(1000) > 0.3
+    forward, backward = binary_counts(t, p), binary_counts(p, t)
+    assert binary.iou(forward) == binary.iou(backward)
+    assert binary.dice_as_scipy(forward) == binary.dice_as_scipy(backward)
+
+
+def test_rand_voi_by_hand():
+    # Foreground of the truth: pairs (1,1)x2, (1,2)x1, (2,2)x2; the truth-0 voxel is ignored.
+    truth = np.array([1, 1, 1, 2, 2, 0])
+    pred = np.array([1, 1, 2, 2, 2, 5])
+    scores = rand_voi(contingency(truth, pred, where=truth > 0))
+    h = lambda *p: -sum(x * math.log2(x) for x in p)  # noqa: E731
+    h_ab, h_a, h_b = h(0.4, 0.2, 0.4), h(0.6, 0.4), h(0.4, 0.6)
+    assert scores["rand_split"] == pytest.approx(9 / 13) and scores["rand_merge"] == pytest.approx(9 / 13)
+    assert scores["voi_split"] == pytest.approx(h_ab - h_a, abs=1e-15)
+    assert scores["voi_merge"] == pytest.approx(h_ab - h_b, abs=1e-15)
+    assert scores["nvi_split"] == pytest.approx((h_ab - h_a) / h_ab)
+    assert scores["nid"] == pytest.approx(1 - (h_a + h_b - h_ab) / max(h_a, h_b))
+
+
+def test_rand_voi_of_empty_truth_is_undefined_but_voi_zero():
+    scores = rand_voi(contingency(np.zeros(4, int), np.array([0, 1, 1, 0]), where=np.zeros(4, bool)))
+    assert scores["voi_split"] == 0.0 and scores["voi_merge"] == 0.0
+    assert all(math.isnan(scores[k]) for k in ("rand_split", "rand_merge", "nvi_split", "nvi_merge", "nid"))
+
+
+def test_matching_prefers_more_matches_over_higher_iou():
+    # GT1 overlaps P1 (0.5) and P2 (0.4); GT2 overlaps P1 (0.45). Two matches beat one better one.
+    gt, pred = np.array([1, 1, 2]), np.array([1, 2, 1])
+    iou = np.array([0.5, 0.4, 0.45], dtype=np.float32)
+    assert min_cost_flow_matching(2, 2, gt, pred, iou, 1_000_000) == {2: 1, 1: 2}
+
+
+def test_matching_picks_the_higher_iou_for_one_gt():
+    mapping = min_cost_flow_matching(1, 2, np.array([1, 1]), np.array([1, 2]), np.array([0.2, 0.7], np.float32), 1_000_000)
+    assert mapping == {2: 1}
+
+
+def test_pair_iou_is_float32():
+    iou = pair_iou32(np.array([1.0]), np.array([3.0]), np.array([1.0]))
+    assert iou.dtype == np.float32 and iou[0] == np.float32(1 / 3)
+
+
+def _points(shape, *coordinates, value=1):
+    volume = np.zeros(shape, np.uint32)
+    for c in coordinates:
+        volume[c] = value
+    return volume
+
+
+def test_hausdorff_of_two_voxels_is_their_distance():
+    a = _points((1, 8, 8), (0, 0, 0))
+    b = _points((1, 8, 8), (0, 3, 4))
+    assert capped_hausdorff(a, b, [1], (1, 1, 1), cap=100.0)[0] == 5.0
+    assert capped_hausdorff(a, b, [1], (1, 2, 2), cap=100.0)[0] == 10.0
+    assert capped_hausdorff(a, b, [1], (1, 1, 1), cap=3.0)[0] == 3.0
+    assert capped_hausdorff(a, np.zeros_like(b), [1], (1, 1, 1), cap=7.5)[0] == 7.5
+
+
+def test_hausdorff_maximum_can_lie_inside_a_region():
+    """A filled square against its own outline: the farthest point is the centre."""
+    a = np.zeros((1, 7, 7), np.uint8)
+    a[0, 1:6, 1:6] = 1
+    b = a.copy()
+    b[0, 2:5, 2:5] = 0
+    assert capped_hausdorff(a, b, [1], (1, 1, 1), cap=100.0)[0] == 2.0
+
+
+def test_hausdorff_is_symmetric_and_stored_as_float32():
+    a = _points((4, 9, 9), (0, 0, 0), (3, 8, 1))
+    b = _points((4, 9, 9), (1, 4, 4))
+    forward = capped_hausdorff(a, b, [1], (10, 4, 4), cap=1e3)
+    assert forward.dtype == np.float32
+    assert forward[0] == capped_hausdorff(b, a, [1], (10, 4, 4), cap=1e3)[0]
+    # the farther A voxel (3, 8, 1) is (2, 4, 3) voxels = (20, 16, 12) nm from B
+    assert forward[0] == np.float32(math.sqrt(20**2 + 16**2 + 12**2))
+
+
+def _blobs(rng, shape, count, radius):
+    volume = np.zeros(shape, np.uint32)
+    grid = np.indices(shape)
+    for label in range(1, count + 1):
+        centre = [rng.integers(0, s) for s in shape]
+        r = rng.uniform(1, radius, size=3)
+        inside = sum(((g - c) / rr) ** 2 for g, c, rr in zip(grid, centre, r)) <= 1
+        volume[inside] = label
+    return volume
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fast_hausdorff_equals_the_reference_algorithm(seed):
+    """Tight boxes + box-gap shortcut give bit-identical float32 values to the padded-ROI
+    algorithm of the reference, including colliding ids and far-apart pairs."""
+    rng = np.random.default_rng(seed)
+    shape = (20, 28, 24)
+    a, b = _blobs(rng, shape, 9, 6), _blobs(rng, shape, 11, 6)
+    ids = np.unique(a)[1:]
+    vs = [(8, 8, 8), (10, 4, 4), (3.24, 3.24, 2.5), (1, 1, 1)][seed]
+    cap = min(v * s for v, s in zip(vs, shape)) / 2
+    fast = capped_hausdorff(a, b, ids, vs, cap)
+    slow = capped_hausdorff_padded_roi(a, b, ids, vs, cap)
+    assert fast.tobytes() == slow.tobytes()
+
+
+def test_box_gap_is_a_lower_bound():
+    a = _points((1, 1, 20), (0, 0, 0))
+    b = _points((1, 1, 20), (0, 0, 15))
+    boxes_a, boxes_b = label_boxes(a), label_boxes(b)
+    assert box_gap(boxes_a[1], boxes_b[1], np.array([1.0, 1.0, 2.0])) == 30.0

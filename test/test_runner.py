@@ -1,0 +1,58 @@
+"""Failure isolation and scheduling of the worker pool."""
+
+import os
+import signal
+import time
+
+from evaluation import runner
+from evaluation.errors import SubmissionError
+from evaluation.suites.base import Task
+
+
+def _work(payload):
+    action = payload["action"]
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "sleep":
+        time.sleep(payload["seconds"])
+    if action == "bad":
+        raise SubmissionError("crop1/mito: broken chunk")
+    if action == "bug":
+        raise ZeroDivisionError("oops")
+    return {"value": payload.get("value"), "nan": float("nan"), "pid": os.getpid()}
+
+
+def test_a_dead_worker_loses_only_its_task():
+    tasks = [Task("a", {"action": "ok", "value": 1}), Task("dead", {"action": "kill"}), Task("b", {"action": "ok", "value": 2})]
+    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1 << 30)
+    assert outcomes["a"].ok and outcomes["a"].value["value"] == 1
+    assert outcomes["b"].ok and outcomes["b"].value["value"] == 2
+    assert outcomes["dead"].kind == "crashed" and "signal 9" in outcomes["dead"].message
+    assert outcomes["a"].value["pid"] != os.getpid()
+
+
+def test_errors_keep_their_kind_and_nan_survives_transport():
+    outcomes = runner.run(
+        [Task("s", {"action": "bad"}), Task("i", {"action": "bug"}), Task("ok", {"action": "ok"})],
+        _work, workers=3, memory_bytes=1 << 30,
+    )
+    assert outcomes["s"].kind == "submission" and outcomes["s"].message == "crop1/mito: broken chunk"
+    assert outcomes["i"].kind == "internal" and "ZeroDivisionError" in outcomes["i"].message
+    assert outcomes["ok"].value["nan"] != outcomes["ok"].value["nan"]
+
+
+def test_time_limit_stops_a_case():
+    started = time.monotonic()
+    outcomes = runner.run([Task("slow", {"action": "sleep", "seconds": 60}), Task("fast", {"action": "ok"})],
+                          _work, workers=2, memory_bytes=1 << 30, time_limit=1.0)
+    assert outcomes["slow"].kind == "timeout" and outcomes["fast"].ok
+    assert time.monotonic() - started < 30
+
+
+def test_memory_budget_serialises_big_tasks():
+    """Two tasks that each take most of the budget never overlap."""
+    tasks = [Task(k, {"action": "sleep", "seconds": 0.5}, memory_bytes=700) for k in "ab"]
+    started = time.monotonic()
+    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000)
+    assert all(o.ok for o in outcomes.values())
+    assert time.monotonic() - started >= 1.0
