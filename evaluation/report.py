@@ -35,13 +35,12 @@ def sanitize(value):
     return value
 
 
-def write_json_atomic(path: Path, document) -> None:
+def write_atomic(path: Path, content: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2, allow_nan=False)
-            f.write("\n")
+        with os.fdopen(handle, "wb") as f:
+            f.write(content)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(temporary, 0o644)
@@ -51,14 +50,23 @@ def write_json_atomic(path: Path, document) -> None:
         raise
 
 
-def write(output: Path, metrics: dict, files: dict[str, dict] | None = None) -> dict:
-    """Validate ``metrics`` against the metrics schema, then write the extra files and
-    ``metrics.json`` last (its presence means the run completed). Returns what was written."""
+def json_bytes(document) -> bytes:
+    return (json.dumps(sanitize(document), indent=2, allow_nan=False) + "\n").encode()
+
+
+def write(output: Path, metrics: dict, files: dict[str, dict | str | bytes] | None = None) -> dict:
+    """Validate ``metrics`` against the metrics schema, then write the other files and
+    ``metrics.json`` last (its presence means the run completed). Returns what was written.
+    A dict is written as JSON, a str as UTF-8 text, bytes unchanged."""
     metrics = sanitize(metrics)
     problems = schemas.errors("metrics", metrics)
     if problems:
         raise GraderError("metrics document violates schemas/metrics.schema.json: " + "; ".join(problems[:5]))
-    for name, document in (files or {}).items():
-        write_json_atomic(output / name, sanitize(document))
-    write_json_atomic(output / METRICS_FILE, metrics)
+    for name, content in (files or {}).items():
+        if isinstance(content, dict):
+            content = json_bytes(content)
+        elif isinstance(content, str):
+            content = content.encode()
+        write_atomic(output / name, content)
+    write_atomic(output / METRICS_FILE, json_bytes(metrics))
     return metrics

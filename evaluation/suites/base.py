@@ -1,10 +1,9 @@
 """The contract between the grader core and a metric suite."""
 
 from dataclasses import dataclass, field
-from pathlib import Path
-
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
+from evaluation.submission import Submission
 
 
 @dataclass(frozen=True)
@@ -45,17 +44,22 @@ class Outcome:
 
 @dataclass
 class Report:
-    """The suite's result: ``metrics`` becomes metrics.json (``case`` + ``aggregates``);
-    ``files`` are further JSON documents written next to it (e.g. the reference's own)."""
+    """The suite's result.
+
+    ``metrics`` becomes metrics.json (``case`` + ``aggregates``, the reference's key names).
+    ``leaderboard`` is the flat {column key: number} a platform ranks by (CodaBench's
+    scores.json); ``files`` are further outputs written beside metrics.json: a dict is written
+    as JSON, a str as text, bytes as they are (reports, CSV tables, plots)."""
 
     metrics: dict
-    files: dict[str, dict] = field(default_factory=dict)
+    leaderboard: dict[str, float] = field(default_factory=dict)
+    files: dict[str, dict | str | bytes] = field(default_factory=dict)
 
 
 class Suite:
     name: str = ""
 
-    def plan(self, submission: Path, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase) -> Plan:
         raise NotImplementedError
 
     def score(self, payload: dict) -> dict:

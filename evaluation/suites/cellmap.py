@@ -30,6 +30,7 @@ from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
 from evaluation.phase import Phase
 from evaluation.readers import zarr_store
+from evaluation.submission import Submission
 from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
 
 _log = log.get(__name__)
@@ -323,14 +324,14 @@ def _memory_estimate(grid: Grid, source_shape, instance: bool) -> int:
 class CellMap(Suite):
     name = "cellmap"
 
-    def plan(self, submission: Path, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase) -> Plan:
         options = Options.from_phase(phase)
         limits = Limits.from_options(phase.options)
         truth_root = phase.path(options.truth)
         manifest = read_manifest(phase.path(options.manifest))
         if not truth_root.is_dir():
             raise PhaseError("the truth zarr named in phase.yaml does not exist")
-        root = find_zarr_root(submission)
+        root = find_zarr_root(submission.root)
         if not subfolders(root):
             raise SubmissionError("the submission holds no zarr: upload a zarr folder (or a zip of one) with one group per test crop")
         truth_crops = sorted(subfolders(truth_root), key=lambda n: (len(n), n))
@@ -426,5 +427,14 @@ class CellMap(Suite):
         }
         return Report(
             metrics=metrics,
+            leaderboard=leaderboard(everything),
             files={"results.json": results, "results_submitted_only.json": {**entries, **submitted}},
         )
+
+
+def leaderboard(combined: dict) -> dict[str, float]:
+    """Flat leaderboard columns: the three overall scores and ``<label>_<metric>``."""
+    columns = {key: combined[key] for key in ("overall_score", "overall_instance_score", "overall_semantic_score")}
+    for label, scores in combined["label_scores"].items():
+        columns.update({f"{label}_{metric}": value for metric, value in scores.items()})
+    return columns

@@ -1,0 +1,210 @@
+"""Volumes and images from files, with their geometry, never trusting the file.
+
+Supported: MetaImage ``.mha``, NIfTI ``.nii``/``.nii.gz``, NRRD ``.nrrd``, PNG (SimpleITK);
+TIFF ``.tif``/``.tiff`` (tifffile); NumPy ``.npy`` (never unpickled); HDF5 ``.h5``/``.hdf5``/
+``.hdf`` (h5py, one dataset); zarr folders (see ``zarr_store``).
+
+Geometry is reported in array axis order (z, y, x): SimpleITK's (x, y, z) spacing, origin and
+direction are reversed. Formats without geometry report ``None``, which geometry checks treat
+as "unknown, compare shape only".
+
+A submitted file must not make the grader read another file: MetaImage headers may name an
+external data file, NRRD a detached one, HDF5 external links, external storage or virtual
+datasets, and an OME-TIFF other TIFFs. All of these could point at the ground truth and are
+refused, as are pickled NumPy arrays.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import SubmissionError
+
+SITK_SUFFIXES = (".mha", ".nii", ".nii.gz", ".nrrd", ".png")
+TIFF_SUFFIXES = (".tif", ".tiff")
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
+NUMPY_SUFFIXES = (".npy",)
+ZARR_SUFFIXES = (".zarr",)
+SUFFIXES = SITK_SUFFIXES + TIFF_SUFFIXES + HDF5_SUFFIXES + NUMPY_SUFFIXES + ZARR_SUFFIXES
+_HEADER_BYTES = 65536
+
+
+@dataclass
+class Volume:
+    """An array with its geometry in array axis order; geometry fields may be unknown (None)."""
+
+    array: np.ndarray
+    spacing: tuple[float, ...] | None = None
+    origin: tuple[float, ...] | None = None
+    direction: tuple[float, ...] | None = None  # row-major matrix, flattened
+    attrs: dict | None = None
+
+
+def suffix(path: Path) -> str:
+    """The format suffix, with double suffixes such as '.nii.gz' kept whole."""
+    name = path.name.lower()
+    for known in sorted(SUFFIXES, key=len, reverse=True):
+        if name.endswith(known):
+            return known
+    return path.suffix.lower()
+
+
+def stem(path: Path) -> str:
+    """The file name without its format suffix ('case_01.nii.gz' -> 'case_01')."""
+    return path.name[: len(path.name) - len(suffix(path))] if suffix(path) in SUFFIXES else path.stem
+
+
+def read(path: Path, key: str | None = None, display: str | None = None) -> Volume:
+    """Load ``path`` whole. ``key`` selects the dataset of an HDF5 file or the array of a zarr
+    group. ``display`` names the file in messages (default: its name)."""
+    display = display or path.name
+    kind = suffix(path)
+    if not path.exists():
+        raise SubmissionError(f"{display}: file not found")
+    try:
+        if kind in SITK_SUFFIXES:
+            return _read_sitk(path, display)
+        if kind in TIFF_SUFFIXES:
+            return _read_tiff(path, display)
+        if kind in NUMPY_SUFFIXES:
+            return Volume(np.load(path, allow_pickle=False))
+        if kind in HDF5_SUFFIXES:
+            return _read_hdf5(path, key, display)
+        if kind in ZARR_SUFFIXES:
+            return _read_zarr(path, key, display)
+    except SubmissionError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise SubmissionError(f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array") from None
+        raise SubmissionError(f"{display}: cannot be read as {kind} ({exc})") from None
+    except Exception as exc:  # readers raise many types for truncated or malformed files
+        raise SubmissionError(f"{display}: cannot be read as {kind} ({type(exc).__name__}: {exc}); the file may be truncated or corrupt") from None
+    raise SubmissionError(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+
+
+# --------------------------------------------------------------------------------------------
+# SimpleITK formats
+
+
+def _header_text(path: Path) -> str:
+    with open(path, "rb") as f:
+        return f.read(_HEADER_BYTES).decode("latin-1")
+
+
+def _check_self_contained(path: Path, display: str) -> None:
+    kind = suffix(path)
+    if kind == ".mha":
+        match = re.search(r"^\s*ElementDataFile\s*=\s*(.+?)\s*$", _header_text(path), re.MULTILINE)
+        if match is None or match.group(1) != "LOCAL":
+            raise SubmissionError(f"{display}: a .mha file must hold its own pixel data (ElementDataFile = LOCAL)")
+    elif kind == ".nrrd":
+        header = _header_text(path).split("\n\n", 1)[0]
+        if re.search(r"^\s*data ?file\s*:", header, re.MULTILINE | re.IGNORECASE):
+            raise SubmissionError(f"{display}: a detached NRRD header is not accepted; save the data inside the .nrrd file")
+
+
+def _read_sitk(path: Path, display: str) -> Volume:
+    import SimpleITK as sitk
+
+    _check_self_contained(path, display)
+    image = sitk.ReadImage(str(path))
+    if image.GetNumberOfComponentsPerPixel() != 1:
+        raise SubmissionError(f"{display}: has {image.GetNumberOfComponentsPerPixel()} components per pixel; labels must be scalar")
+    dimension = image.GetDimension()
+    direction = np.asarray(image.GetDirection()).reshape(dimension, dimension)[::-1, ::-1]
+    return Volume(
+        array=sitk.GetArrayFromImage(image),
+        spacing=tuple(image.GetSpacing())[::-1],
+        origin=tuple(image.GetOrigin())[::-1],
+        direction=tuple(direction.ravel()),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# TIFF, HDF5, zarr
+
+
+def _read_tiff(path: Path, display: str) -> Volume:
+    import tifffile
+
+    with tifffile.TiffFile(path, is_ome=False) as tif:
+        if not tif.series:
+            raise SubmissionError(f"{display}: the TIFF holds no image")
+        return Volume(tif.series[0].asarray())
+
+
+def hdf5_dataset(handle, key: str | None, display: str):
+    """The dataset ``key`` of an open h5py file (the only dataset when ``key`` is None),
+    refusing links to other files, external storage and virtual datasets."""
+    import h5py
+
+    if key is None:
+        found = []
+        handle.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+        if len(found) != 1:
+            raise SubmissionError(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
+        key = found[0]
+    link = handle.get(key, getlink=True)
+    if link is None:
+        raise SubmissionError(f"{display}: has no dataset '{key}'")
+    if not isinstance(link, h5py.HardLink):
+        raise SubmissionError(f"{display}: '{key}' is a link; store the array itself in the file")
+    dataset = handle[key]
+    if not isinstance(dataset, h5py.Dataset):
+        raise SubmissionError(f"{display}: '{key}' is a group, not an array")
+    if dataset.is_virtual or dataset.external:
+        raise SubmissionError(f"{display}: '{key}' refers to data in other files; store the array itself in the file")
+    if dataset.dtype.kind not in "biuf":
+        raise SubmissionError(f"{display}: '{key}' has data type {dataset.dtype}; expected numbers")
+    return dataset
+
+
+def _read_hdf5(path: Path, key: str | None, display: str) -> Volume:
+    import h5py
+
+    with h5py.File(path, "r") as handle:
+        dataset = hdf5_dataset(handle, key, display)
+        return Volume(dataset[()], attrs=dict(dataset.attrs))
+
+
+def _read_zarr(path: Path, key: str | None, display: str) -> Volume:
+    from evaluation.readers import zarr_store
+
+    target = path / key if key else path
+    if zarr_store.node_kind(target) != zarr_store.ARRAY:
+        arrays = zarr_store.array_names(target)
+        if len(arrays) != 1:
+            raise SubmissionError(f"{display}: expected one array in the zarr, found {len(arrays)}")
+        target = target / arrays[0]
+    array = zarr_store.open_array(target, display)
+    return Volume(zarr_store.read_array(array, display), attrs=zarr_store.attributes(array))
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry
+
+
+def check_geometry(prediction: Volume, truth: Volume, display: str, tolerance: float = 1e-4) -> None:
+    """Refuse a prediction whose grid differs from the truth's, instead of scoring it wrongly.
+
+    Shape must match exactly; spacing, origin and direction are compared where both sides
+    know them (relative tolerance for spacing, absolute in spacing units for origin)."""
+    if prediction.array.shape != truth.array.shape:
+        raise SubmissionError(
+            f"{display}: has shape {tuple(prediction.array.shape)}, but the image it predicts has shape {tuple(truth.array.shape)}"
+        )
+    checks = (("spacing", prediction.spacing, truth.spacing), ("origin", prediction.origin, truth.origin),
+              ("direction", prediction.direction, truth.direction))
+    for name, got, expected in checks:
+        if got is None or expected is None:
+            continue
+        got, expected = np.asarray(got, float), np.asarray(expected, float)
+        scale = np.abs(np.asarray(truth.spacing, float)).max() if name == "origin" and truth.spacing else 1.0
+        if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
+            raise SubmissionError(
+                f"{display}: its {name} {tuple(np.round(got, 6))} differs from the input image's {tuple(np.round(expected, 6))}; "
+                "write the prediction on the input image's grid (copy its spacing, origin and direction)"
+            )

@@ -1,0 +1,102 @@
+"""Readers: real files of every supported format, geometry, and refusal of files that would
+make the grader read something else (external data, links, pickles)."""
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+import tifffile
+import h5py
+import zarr
+
+from evaluation.errors import SubmissionError
+from evaluation.readers import images
+from evaluation.submission import Submission
+
+LABELS = np.arange(24, dtype=np.uint16).reshape(2, 3, 4)
+
+
+def _mha(path, array=LABELS, spacing=(0.5, 0.6, 2.0), origin=(1.0, 2.0, 3.0)):
+    image = sitk.GetImageFromArray(array)
+    image.SetSpacing(spacing)
+    image.SetOrigin(origin)
+    sitk.WriteImage(image, str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", ["a.mha", "a.nii.gz", "a.nrrd"])
+def test_itk_formats_report_geometry_in_array_order(tmp_path, name):
+    volume = images.read(_mha(tmp_path / name))
+    assert (volume.array == LABELS).all()
+    assert volume.spacing == pytest.approx((2.0, 0.6, 0.5))
+    assert volume.origin == pytest.approx((3.0, 2.0, 1.0))
+    assert volume.direction == pytest.approx(tuple(np.eye(3).ravel()))
+
+
+def test_tiff_npy_hdf5_and_zarr(tmp_path):
+    tifffile.imwrite(tmp_path / "a.tif", LABELS)
+    np.save(tmp_path / "a.npy", LABELS)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["volumes/labels"] = LABELS
+    group = zarr.open_group(str(tmp_path / "a.zarr"), mode="w", zarr_format=2)
+    group.create_array("labels", shape=LABELS.shape, dtype=LABELS.dtype)[...] = LABELS
+    for name in ("a.tif", "a.npy", "a.h5", "a.zarr"):
+        assert (images.read(tmp_path / name).array == LABELS).all(), name
+
+
+def test_metaimage_with_external_data_is_refused(tmp_path):
+    header = "ObjectType = Image\nNDims = 3\nDimSize = 4 3 2\nElementType = MET_USHORT\nElementDataFile = /etc/secret.raw\n"
+    (tmp_path / "a.mha").write_text(header)
+    with pytest.raises(SubmissionError, match="ElementDataFile = LOCAL"):
+        images.read(tmp_path / "a.mha")
+
+
+def test_pickled_numpy_is_never_loaded(tmp_path):
+    np.save(tmp_path / "a.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(SubmissionError, match="pickled"):
+        images.read(tmp_path / "a.npy")
+
+
+def test_hdf5_links_and_ambiguity_are_refused(tmp_path):
+    with h5py.File(tmp_path / "secret.h5", "w") as f:
+        f["truth"] = LABELS
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["pred"] = h5py.ExternalLink(str(tmp_path / "secret.h5"), "truth")
+    with pytest.raises(SubmissionError, match="link"):
+        images.read(tmp_path / "a.h5", key="pred")
+    with h5py.File(tmp_path / "two.h5", "w") as f:
+        f["a"], f["b"] = LABELS, LABELS
+    with pytest.raises(SubmissionError, match="2 datasets"):
+        images.read(tmp_path / "two.h5")
+    assert (images.read(tmp_path / "two.h5", key="b").array == LABELS).all()
+
+
+def test_truncated_file_is_a_submission_error(tmp_path):
+    path = _mha(tmp_path / "a.mha", np.zeros((40, 40, 40), np.uint8))
+    path.write_bytes(path.read_bytes()[:5000])
+    with pytest.raises(SubmissionError, match="a.mha"):
+        images.read(path)
+
+
+def test_geometry_mismatches_are_named():
+    truth = images.Volume(LABELS, spacing=(2.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), direction=tuple(np.eye(3).ravel()))
+    images.check_geometry(images.Volume(LABELS.copy(), (2.0, 1.0, 1.0)), truth, "case1")  # unknown origin: not compared
+    with pytest.raises(SubmissionError, match="shape"):
+        images.check_geometry(images.Volume(LABELS[:1]), truth, "case1")
+    with pytest.raises(SubmissionError, match="spacing"):
+        images.check_geometry(images.Volume(LABELS, spacing=(1.0, 1.0, 1.0)), truth, "case1")
+    with pytest.raises(SubmissionError, match="origin"):
+        images.check_geometry(images.Volume(LABELS, origin=(0.0, 0.0, 5.0)), truth, "case1")
+    flipped = tuple(np.diag([1.0, -1.0, 1.0]).ravel())
+    with pytest.raises(SubmissionError, match="direction"):
+        images.check_geometry(images.Volume(LABELS, direction=flipped), truth, "case1")
+
+
+def test_case_files_by_stem_and_duplicates(tmp_path):
+    (tmp_path / "sub").mkdir()
+    np.save(tmp_path / "case_1.npy", LABELS)
+    _mha(tmp_path / "sub" / "case_2.nii.gz")
+    (tmp_path / "metadata").write_text("written by the platform")
+    assert sorted(Submission(tmp_path).case_files()) == ["case_1", "case_2"]
+    tifffile.imwrite(tmp_path / "sub" / "case_1.tif", LABELS)
+    with pytest.raises(SubmissionError, match="appears twice"):
+        Submission(tmp_path).case_files()
