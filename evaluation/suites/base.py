@@ -48,16 +48,21 @@ class Report:
 
     ``metrics`` becomes metrics.json (``case`` + ``aggregates``, the reference's key names).
     ``leaderboard`` is the flat {column key: number} a platform ranks by (CodaBench's
-    scores.json); ``files`` are further outputs written beside metrics.json: a dict is written
-    as JSON, a str as text, bytes as they are (reports, CSV tables, plots)."""
+    scores.json); it contains the suite's ``ranking`` key. ``case_scores`` is one number per
+    case on the ranking score's scale (for ranking uncertainty: bootstrap over cases).
+    ``files`` are further outputs written beside metrics.json: a dict is written as JSON, a
+    str as text, bytes as they are (reports, CSV tables, plots)."""
 
     metrics: dict
     leaderboard: dict[str, float] = field(default_factory=dict)
+    case_scores: dict[str, float] = field(default_factory=dict)
     files: dict[str, dict | str | bytes] = field(default_factory=dict)
 
 
 class Suite:
     name: str = ""
+    ranking: str = ""  # the leaderboard key submissions are ranked by
+    higher_is_better: bool = True
 
     def plan(self, submission: Submission, phase: Phase) -> Plan:
         raise NotImplementedError

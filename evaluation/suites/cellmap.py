@@ -323,6 +323,7 @@ def _memory_estimate(grid: Grid, source_shape, instance: bool) -> int:
 @register
 class CellMap(Suite):
     name = "cellmap"
+    ranking = "overall_score"
 
     def plan(self, submission: Submission, phase: Phase) -> Plan:
         options = Options.from_phase(phase)
@@ -428,6 +429,7 @@ class CellMap(Suite):
         return Report(
             metrics=metrics,
             leaderboard=leaderboard(everything),
+            case_scores={crop: combine({crop: labels}, options.instance_classes, True)["overall_score"] for crop, labels in entries.items()},
             files={"results.json": results, "results_submitted_only.json": {**entries, **submitted}},
         )
 
