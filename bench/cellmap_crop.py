@@ -100,10 +100,11 @@ def write_phase(folder: Path, truth, pred) -> tuple[Path, Path]:
 
 def _score_in_fresh_process(phase: Path, submission: Path, queue) -> None:
     from evaluation import phase as phases
+    from evaluation.submission import Submission
     from evaluation.suites import get
 
     suite = get("cellmap")
-    plan = suite.plan(submission, phases.load(phase))
+    plan = suite.plan(Submission(submission), phases.load(phase))
     started = time.perf_counter()
     result = suite.score(plan.tasks[0].payload)
     seconds = time.perf_counter() - started
