@@ -125,13 +125,21 @@ class _Pathological(Exception):
     """The crop cannot be matched; carries the reference's status string (SPEC 7.8)."""
 
 
-def relabel(components: np.ndarray, mapping: dict[int, int], n_pred: int) -> np.ndarray:
-    """Matched components take their truth id; unmatched ones keep their own id, which can
-    collide with a truth id (reference quirk, SPEC 9.1, reproduced)."""
-    top = max([n_pred, *mapping.values()])
-    lut = np.arange(top + 1, dtype=np.min_scalar_type(top))
-    lut[np.fromiter(mapping.keys(), dtype=np.int64)] = np.fromiter(mapping.values(), dtype=np.int64)
-    return lut[components]
+def relabel_table(mapping: dict[int, int], n_pred: int) -> np.ndarray:
+    """Component id -> the id it takes after matching (``fastremap.remap`` with
+    ``preserve_missing_labels``): matched components take their truth id, unmatched ones keep
+    their own id, which can collide with a truth id (reference quirk, SPEC 9.1, reproduced)."""
+    table = np.arange(n_pred + 1, dtype=np.int64)
+    table[np.fromiter(mapping.keys(), dtype=np.int64)] = np.fromiter(mapping.values(), dtype=np.int64)
+    return table
+
+
+def id_accuracy(table, counts, relabelled: np.ndarray) -> float:
+    """``mean(truth == relabelled prediction)`` from the truth-foreground contingency: voxels
+    agree where both are background, or where a component's new id is the truth id."""
+    agree = table.b > 0
+    same = relabelled[table.b[agree].astype(np.intp)] == table.a[agree].astype(np.int64)
+    return float((counts.tn + int(table.count[agree][same].sum())) / counts.total)
 
 
 def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits) -> dict:
@@ -162,17 +170,17 @@ def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limi
             **voi,
         }
 
+    relabelled = np.arange(int(n_pred) + 1)
     if mapping == {0: 0}:
         distances = [0.0]
     elif not mapping:
         distances = [cap]
     else:
-        components = relabel(components, {0: 0, **mapping}, int(n_pred))
-        truth_ids = np.unique(table.a)
-        per_gt = capped_hausdorff(truth, components, truth_ids, voxel_size, cap)
+        relabelled = relabel_table({0: 0, **mapping}, int(n_pred))
+        per_gt = capped_hausdorff(truth, components, relabelled, np.unique(table.a), voxel_size, cap)
         unmatched = np.full(int(n_pred) - len(mapping), cap, dtype=np.float32)
         distances = np.concatenate([per_gt, unmatched]).astype(np.float64)
-    mean_accuracy = float(np.count_nonzero(truth == components) / truth.size)
+    mean_accuracy = id_accuracy(table, counts, relabelled)
     normalized = float(np.mean(normalize_distances(distances, voxel_size)))
     return {
         "mean_accuracy": mean_accuracy,
@@ -314,8 +322,8 @@ class Options:
 
 
 def _memory_estimate(grid: Grid, source_shape, instance: bool) -> int:
-    """Peak bytes of one pair: truth, aligned prediction, components, relabelled copy and
-    masks for instance labels; the source (float64 when resampled) on top."""
+    """Peak bytes of one pair: truth, aligned prediction, components and masks for instance
+    labels; the source (float64 when resampled) on top."""
     target = int(np.prod(grid.shape))
     return target * (48 if instance else 16) + int(np.prod(source_shape)) * 16
 
