@@ -41,7 +41,7 @@ def _table(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,
 def _class_label(options, j: int) -> str:
     cid, name = options.class_ids[j], options.class_names[j]
     label = str(cid) if name == str(cid) else f"{cid} {name}"
-    return label + " (background)" if cid == options.background else label
+    return label + " (background)" if cid == options.background and name != "background" else label
 
 
 def _dice_order(values: np.ndarray, candidates: np.ndarray) -> list[int]:
@@ -97,7 +97,7 @@ def comparison(options, summaries: dict[str, Summary], baseline: str) -> list[st
         change = base.class_dice[base.foreground]
         better = int(np.count_nonzero(s.class_dice[s.foreground] > change))
         worse = int(np.count_nonzero(s.class_dice[s.foreground] < change))
-        rows.append([model + (" (baseline)" if is_base else ""), str(s.n_images), _number(s.fg_dice), delta(s.fg_dice, base.fg_dice),
+        rows.append([model + (" (baseline)" if is_base and model != "baseline" else ""), str(s.n_images), _number(s.fg_dice), delta(s.fg_dice, base.fg_dice),
                      _number(s.fg_iou), delta(s.fg_iou, base.fg_iou), _number(s.pooled_fg_dice),
                      delta(s.pooled_fg_dice, base.pooled_fg_dice), "" if is_base else f"{better}/{worse}"])
     header = ["model", "images", "mean Dice", "delta", "mean IoU", "delta", "pooled Dice", "delta", "classes +/-"]
