@@ -188,10 +188,12 @@ def test_missing_case_skipped_or_scored_empty(tmp_path):
 
     empty = run_cli(tmp_path / "input", phase_with(tmp_path / "e", "missing_cases: empty\n"), tmp_path / "out-empty")
     assert empty.code == 0, empty.stderr
-    img2 = empty.metrics["case"]["img2"]["metrics"]
+    img2 = empty.metrics["case"]["img2"]
     # An all-background prediction: every foreground class in the truth of img2 (1, 2, 3) scores 0.
-    assert [img2[c]["Dice"] for c in "123"] == [0.0, 0.0, 0.0] and img2["4"]["Dice"] is None
-    assert img2["0"]["FP"] > 0 and empty.metrics["case"]["img2"]["prediction_file"] is None
+    assert [img2["Dice"][c] for c in "123"] == [0.0, 0.0, 0.0] and img2["Dice"]["4"] is None
+    assert img2["prediction_file"] is None
+    counts = json.loads((tmp_path / "out-empty" / "summary.json").read_text())["metric_per_case"][2]["metrics"]
+    assert counts["0"]["FP"] == sum(counts[c]["n_ref"] for c in "123") and counts["0"]["FN"] == 0
 
 
 def test_a_broken_case_fails_alone(tmp_path):
@@ -273,3 +275,30 @@ def test_bundled_example_writes_the_report(tmp_path):
     assert report == shown, "docs/examples/multiclass/report.txt is out of date"
     delta = run.metrics["aggregates"]["comparison"]["deltas"]["candidate"]["delta_mean_dice_fg_nanmean"]
     assert delta == pytest.approx(EXPECTED["delta_B_minus_A_mean_fg_nanmean"], rel=1e-12)
+
+
+def test_batched_cases_fail_by_batch_and_name_every_bad_file(tmp_path):
+    """12 cases on one worker run as 4 batches of 3 (``batch_size``); two bad files in one
+    batch fail that batch with one message naming both, the other 9 cases are kept."""
+    cases = load_cases()
+    phase, submission = tmp_path / "phase", tmp_path / "input"
+    for n in range(12):
+        write_label_map(phase / "labels" / f"c{n:02d}.nii.gz", cases["gt"][n % 4])
+        write_label_map(submission / f"c{n:02d}.nii.gz", cases["pred_B"][n % 4])
+    (phase / "phase.yaml").write_text("suite: multiclass\nclasses: 5\nworkers: 1\n")
+    for bad in ("c04", "c05"):
+        write_label_map(submission / f"{bad}.nii.gz", cases["pred_B"][0][:20])
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 2
+    metrics = run.metrics
+    assert [(f["case"], f["kind"]) for f in metrics["failures"]] == [("c03 .. c05", "submission")]
+    assert "c04.nii.gz: has shape (20, 24)" in run.last_line and "c05.nii.gz" in run.last_line
+    assert [c for c, e in metrics["case"].items() if e["status"] == "failed"] == ["c03", "c04", "c05"]
+    assert metrics["aggregates"]["n_images"] == 9
+    # The 9 kept cases are 3 copies each of kit images 0, 1, 2 (minus the failed batch): the
+    # per-class means over them equal the means over the kit's per-image values.
+    spec = EXPECTED["models"]["B"]["spec"]["per_image_dice"]
+    kept = [n % 4 for n in range(12) if n not in (3, 4, 5)]
+    expected = np.nanmean(np.array([[np.nan if v is None else v for v in spec[i][:4]] for i in kept]), axis=0)
+    got = [metrics["aggregates"]["mean"][str(c)]["Dice"] for c in range(4)]
+    assert got == pytest.approx(expected.tolist(), rel=1e-12)

@@ -56,7 +56,7 @@ def two_models(tmp_path_factory):
 def spec_view(case: dict, aggregate: dict) -> dict:
     """Our metrics.json, arranged like the kit's ``spec`` block (class-indexed lists)."""
     images = sorted(case)
-    per_image = lambda key: [[case[i]["metrics"][c][key] for c in CLASSES] for i in images]  # noqa: E731
+    per_image = lambda key: [[case[i][key][c] for c in CLASSES] for i in images]  # noqa: E731
     return {
         "per_image_dice": per_image("Dice"),
         "per_image_iou": per_image("IoU"),
@@ -74,7 +74,7 @@ def nnunet_view(case: dict, aggregate: dict) -> dict:
     """Our numbers arranged like the kit's ``nnunet`` block (foreground classes, Dice and IoU)."""
     pick = lambda entry: {k: entry[k] for k in ("Dice", "IoU")}  # noqa: E731
     return {
-        "per_case": [{c: pick(case[i]["metrics"][c]) for c in FOREGROUND} for i in sorted(case)],
+        "per_case": [{c: {k: case[i][k][c] for k in ("Dice", "IoU")} for c in FOREGROUND} for i in sorted(case)],
         "mean": {c: pick(aggregate["mean"][c]) for c in FOREGROUND},
         "foreground_mean": pick(aggregate["foreground_mean"]),
     }
