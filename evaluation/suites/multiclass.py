@@ -20,7 +20,7 @@ whose file is unreadable or on the wrong grid fails alone and is left out of the
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,9 @@ REFERENCE = {
 }
 SINGLE_MODEL = "submission"  # the model's name when the files sit at the top level
 COUNT_KEYS = ("TP", "FP", "FN", "TN")
+# Peak bytes per voxel of one case: float64 truth and prediction plus their int64 copies and
+# a comparison mask (integer label maps need far less; the lookup works in 1M-voxel chunks).
+BYTES_PER_VOXEL = 36
 _RANGE = re.compile(r"^\s*(-?\d+)\s*-\s*(-?\d+)\s*$")
 
 
@@ -249,7 +252,8 @@ def as_labels(volume: images.Volume, display: str, error=SubmissionError) -> np.
     if array.dtype.kind in "biu":
         return array
     if array.dtype.kind == "f":
-        whole = array.astype(np.int64)
+        with np.errstate(invalid="ignore"):  # NaN and huge values fail the comparison below
+            whole = array.astype(np.int64)
         if np.array_equal(whole, array):
             return whole
         raise error(f"{display}: holds non-integer values; a label map must hold class ids (0, 1, 2, ...)")
@@ -382,13 +386,6 @@ def leaderboard_columns(aggregate: dict, prefix: str = "") -> dict[str, float]:
 # The suite
 
 
-def _options_from_context(context: dict) -> Options:
-    o = dict(context["options"])
-    o["class_ids"], o["class_names"] = tuple(o["class_ids"]), tuple(o["class_names"])
-    o["groups"] = {name: tuple(members) for name, members in o["groups"].items()}
-    return Options(**o)
-
-
 @register
 class Multiclass(Suite):
     name = "multiclass"
@@ -417,11 +414,11 @@ class Multiclass(Suite):
                           "display": files[c]} for c in batch]
                 payload = {"cases": items, "class_ids": list(options.class_ids), "ignore_index": options.ignore_index,
                            "background": options.background}
-                tasks.append(Task(key=key, payload=payload, memory_bytes=max(sizes[c] for c in batch) * 24 + (64 << 20)))
+                tasks.append(Task(key=key, payload=payload, memory_bytes=max(sizes[c] for c in batch) * BYTES_PER_VOXEL + (64 << 20)))
                 keys.update(dict.fromkeys(batch, key))
             layout[model] = {"cases": cases, "files": files, "missing": missing, "tasks": keys}
         _log.info("multiclass_plan", models=len(models), cases=len(truth), tasks=len(tasks))
-        context = {"options": asdict(options), "layout": layout, "multi": multi, "baseline": baseline}
+        context = {"options": options, "layout": layout, "multi": multi, "baseline": baseline}
         return Plan(tasks=tasks, context=context)
 
     def score(self, payload: dict) -> dict:
@@ -439,7 +436,7 @@ class Multiclass(Suite):
         return results
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
-        options = _options_from_context(plan.context)
+        options = plan.context["options"]
         multi, layout = plan.context["multi"], plan.context["layout"]
         k = len(options.class_ids)
         summaries, cases_out, aggregates_out, files, scored_names = {}, {}, {}, {}, {}
