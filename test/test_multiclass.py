@@ -302,3 +302,23 @@ def test_batched_cases_fail_by_batch_and_name_every_bad_file(tmp_path):
     expected = np.nanmean(np.array([[np.nan if v is None else v for v in spec[i][:4]] for i in kept]), axis=0)
     got = [metrics["aggregates"]["mean"][str(c)]["Dice"] for c in range(4)]
     assert got == pytest.approx(expected.tolist(), rel=1e-12)
+
+
+def test_ignore_index_through_the_command_line(tmp_path):
+    """Truth pixels equal to ignore_index count for nothing, whatever is predicted there."""
+    cases = load_cases()
+    truth, pred = cases["gt"].copy(), cases["pred_A"].copy()
+    truth[0, :6, :] = 255  # covers part of class 1 in img0
+    pred[0, :6, :] = 2  # a prediction there would otherwise be false positives of class 2
+    phase, submission = tmp_path / "phase", tmp_path / "input"
+    for i in range(4):
+        write_label_map(phase / "labels" / f"img{i}.nii.gz", truth[i])
+        write_label_map(submission / f"img{i}.nii.gz", pred[i])
+    (phase / "phase.yaml").write_text("suite: multiclass\nclasses: 5\nignore_index: 255\n")
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    tp, fp, fn, _ = nnunet_counts(truth[0], pred[0], range(5), ignore=255)
+    dice, _ = dice_iou(tp, fp, fn)
+    got = [run.metrics["case"]["img0"]["Dice"][str(c)] for c in range(5)]
+    assert got[:3] == pytest.approx(dice[:3].tolist(), rel=1e-12) and got[3] is None and got[4] is None
+    assert fp[2] == 0  # the predictions on ignored pixels did not count
