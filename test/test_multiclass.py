@@ -271,6 +271,8 @@ def test_bundled_example_writes_the_report(tmp_path):
         assert (sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "phase" / "labels" / f"img{i}.nii.gz"))) == cases["gt"][i]).all()
         for model, key in (("baseline", "pred_A"), ("candidate", "pred_B")):
             assert (sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "submission" / model / f"img{i}.nii.gz"))) == cases[key][i]).all()
+    page = (output / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "+0.1415" in page and "&#x27;baseline&#x27;" in page
     shown = (EXAMPLE / "report.txt").read_text()
     assert report == shown, "docs/examples/multiclass/report.txt is out of date"
     delta = run.metrics["aggregates"]["comparison"]["deltas"]["candidate"]["delta_mean_dice_fg_nanmean"]

@@ -463,7 +463,8 @@ class Multiclass(Suite):
         ranked = report.metrics["aggregates"].get("best_model") if multi else next(iter(summaries))
         image_scores = summaries[ranked].image_fg_dice()
         report.case_scores = {json_key(c): float(v) for c, v in zip(scored_names[ranked], image_scores) if np.isfinite(v)}
-        report.files = {**files, "report.txt": multiclass_report.render(options, summaries, plan.context["baseline"] if multi else None, layout)}
+        text = multiclass_report.render(options, summaries, plan.context["baseline"] if multi else None, layout)
+        report.files = {**files, "report.txt": text, "report.html": multiclass_report.as_html(text)}
         return report
 
     def _report(self, options, baseline, multi, summaries, cases_out, aggregates_out) -> Report:

@@ -3,8 +3,11 @@
 Per model: the overall numbers (per-image and pooled side by side, so the difference between
 the two conventions is visible), the class groups, and every class sorted by Dice with the
 number of images it occurs in and its zero-Dice share; then, for several models, a comparison
-against the baseline. Undefined values (a class in no image) print as ``n/a``.
+against the baseline. Undefined values (a class in no image) print as ``n/a``. The same text
+is also written as ``report.html`` (a ``<pre>`` page) for platforms that show HTML.
 """
+
+import html
 
 import numpy as np
 
@@ -134,3 +137,11 @@ def render(options, summaries: dict[str, Summary], baseline: str | None, layout:
     if baseline is not None:
         lines += comparison(options, summaries, baseline)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def as_html(text: str) -> str:
+    """The text report as a self-contained page (CodaBench shows ``report.html`` as the
+    submission's detailed results)."""
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Multi-class segmentation report</title>"
+            "<style>body{margin:1.5em}pre{font-size:13px}</style></head><body><pre>"
+            + html.escape(text) + "</pre></body></html>\n")
