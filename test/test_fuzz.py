@@ -94,6 +94,7 @@ def _read(payload: dict) -> dict:
     return {"read": True}
 
 
+@settings(max_examples=int(os.environ.get("FUZZ_READER_EXAMPLES", 25)))
 @given(st.data())
 def test_readers_survive_any_bytes(tmp_path_factory, data):
     folder = tmp_path_factory.mktemp("seeds")
