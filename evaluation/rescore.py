@@ -286,17 +286,25 @@ def write_leaderboard(output: Path, suite: Suite, phase_folder: Path, entries: l
 # The run
 
 
+# Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers. Setting it switches off
+# glibc's dynamic mmap threshold, so every array above 128 KiB is mapped afresh and faulted in
+# page by page: scoring ran 1.7x slower (bench/rescore_scaling.py). None unsets it.
+WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
+
 def connect(scheduler: str | None, workers: int | None):
     """A Dask client: to the given scheduler, or to a new LocalCluster of single-threaded
     worker processes. Returns (client, cluster or None)."""
     try:
+        import dask
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise PhaseError("rescore needs Dask distributed: pip install 'evaluation[ops]'") from None
     if scheduler:
         return Client(scheduler), None
-    cluster = LocalCluster(n_workers=workers or runner.cpu_count(), threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+    with dask.config.set(WORKER_CONFIG):
+        cluster = LocalCluster(n_workers=workers or runner.cpu_count(), threads_per_worker=1, processes=True,
+                               dashboard_address=None)
     return Client(cluster), cluster
 
 
