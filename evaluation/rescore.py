@@ -51,7 +51,7 @@ _log = log.get(__name__)
 STATE_DIR = ".rescore"
 CASE_SCORES_FILE = "case_scores.json"
 REJECTED_FILE = "rejected.json"
-LEADERBOARD = "leaderboard"
+LEADERBOARD = "leaderboard"  # leaderboard.csv / leaderboard.json
 # Outcomes that do not change when a unit is run again; anything else is retried next run.
 DETERMINISTIC_KINDS = (None, "submission")
 SCORED, FAILED, REJECTED, ERROR = "scored", "failed", "rejected", "error"
@@ -131,7 +131,6 @@ class Entry:
     fingerprint: str
     output: Path
     plan: Plan | None = None
-    units: dict[str, str] = field(default_factory=dict)  # task key -> unit id
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     status: str | None = None
     message: str | None = None
@@ -156,8 +155,8 @@ def discover(folder: Path, output: Path) -> list[Entry]:
             _log.warning("not_a_submission", path=str(path))
             continue
         name = path.stem if path.is_file() else path.name
-        if name in found or name in (LEADERBOARD, STATE_DIR):
-            raise PhaseError(f"two submissions are named {name!r} (or the name is reserved): {found.get(name)} and {path}")
+        if name in found:
+            raise PhaseError(f"two submissions are named {name!r}: {found[name].name} and {path.name}")
         found[name] = path
     return [Entry(name, path, _digest(listing(path)), output / name) for name, path in found.items()]
 
@@ -330,7 +329,6 @@ def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: st
     futures = {}
     for task in entry.plan.tasks:
         unit = unit_id(phase_fp, entry.fingerprint, suite.name, task.key, task.payload)
-        entry.units[task.key] = unit
         path = _record_path(state, entry, unit)
         if path.is_file():
             entry.outcomes[task.key] = to_outcome(json.loads(path.read_text()))
@@ -363,12 +361,18 @@ class _Dask:
 
 
 def _collect(future, entry: Entry, key: str) -> None:
+    """The unit's outcome. ``score_unit`` catches the suite's exceptions, so an error here is
+    the cluster's: workers that kept dying on the unit (``KilledWorker``), or a failure to
+    store the outcome."""
     if future.status == "finished":
         entry.outcomes[key] = to_outcome(future.result())
-    else:  # the worker died too often (KilledWorker) or the cluster lost the task
+    else:
         exc = future.exception()
         _log.error("unit_lost", submission=entry.name, unit=key, error=repr(exc))
-        entry.outcomes[key] = Outcome(key, kind="crashed", message=f"the worker scoring {key} died: {type(exc).__name__}")
+        if type(exc).__name__ == "KilledWorker":
+            entry.outcomes[key] = Outcome(key, kind="crashed", message=f"the workers scoring {key} died (probably out of memory)")
+        else:
+            entry.outcomes[key] = Outcome(key, kind="internal", message=f"{type(exc).__name__}: {exc}")
     future.release()
 
 

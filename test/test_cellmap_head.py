@@ -10,6 +10,7 @@ import zarr
 from scipy import ndimage
 
 from conftest import FIXTURES, run_cli, validate_metrics
+from test_cellmap_scoring import _three_blobs, semantic_example
 from evaluation import alignment
 from evaluation.alignment import Grid, align
 from evaluation.suites import cellmap
@@ -20,14 +21,6 @@ from evaluation.suites.cellmap import (
 
 VS = (8.0, 8.0, 8.0)
 NORM_128 = 0.9121806575139008  # SPEC 7.5: norm(128 nm) at 8 nm
-
-
-def _three_blobs():
-    truth = np.zeros((32, 32, 32), np.uint32)
-    truth[2:8, 2:8, 2:8] = 1
-    truth[12:20, 12:20, 12:20] = 2
-    truth[24:30, 3:9, 20:28] = 3
-    return truth
 
 
 def test_perfect_prediction_pools_one_distance_per_instance():
@@ -54,12 +47,7 @@ def test_both_empty_contributes_nothing_and_false_positives_count():
 
 
 def test_semantic_counts_by_hand():
-    truth = np.zeros((2, 2, 2), np.uint8)
-    truth[0] = 1
-    pred = np.zeros_like(truth)
-    pred[0, 0] = 1
-    pred[1, 0, 0] = 1
-    assert score_semantic_head(pred, truth) == {"tp": 2, "fp": 1, "fn": 2, "status": "scored"}
+    assert score_semantic_head(*semantic_example()) == {"tp": 2, "fp": 1, "fn": 2, "status": "scored"}
 
 
 def _entry(**counts):
