@@ -27,7 +27,7 @@ def parse_args(argv) -> argparse.Namespace:
 
     rescore = commands.add_parser("rescore", help="score every submission of a folder against one phase, on Dask")
     rescore.add_argument("--ground-truth", type=Path, required=True, help="phase folder (phase.yaml + ground truth)")
-    rescore.add_argument("--submissions", type=Path, required=True, help="folder with one subfolder or .zip per submission")
+    rescore.add_argument("--submissions", type=Path, required=True, help="folder with one subfolder or archive (.zip, .tar.gz, ...) per submission")
     rescore.add_argument("--output", type=Path, required=True,
                          help="receives <submission>/metrics.json, leaderboard.csv/.json and the resumable state (.rescore/)")
     rescore.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)")

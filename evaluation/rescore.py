@@ -4,10 +4,10 @@
 [--scheduler tcp://host:port] [--workers N]``
 
 Every entry of DIR is one submission: a folder (scored exactly as the command line scores its
-``--input``) or a ``.zip`` file. The work units are (submission, task) pairs, the suite's own
-``Task``s from ``plan()``; they run on a Dask cluster: a ``LocalCluster`` of N single-threaded
-worker processes by default, or any running scheduler (a lab cluster, a cloud deployment) given
-by its address. Planning and summarizing stay in this process and go through the same suite
+``--input``) or an archive (``.zip``, ``.tar``, ``.tar.gz``, ...). The work units are
+(submission, task) pairs, the suite's own ``Task``s from ``plan()``; they run on a Dask
+cluster: a ``LocalCluster`` of N single-threaded worker processes by default, or any running
+scheduler (a lab cluster, a cloud deployment) given by its address. Planning and summarizing stay in this process and go through the same suite
 code as the command line, so every ``metrics.json`` is identical to a single run's.
 
 Nothing finished is computed twice. A worker writes each unit's outcome atomically to
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation import __version__, log, phase as phases, report, runner, suites
-from evaluation.archive import Limits, extract_zip, is_zip
+from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.submission import Submission, unpack
 from evaluation.suites.base import Outcome, Plan, Suite
@@ -143,18 +143,26 @@ class Entry:
         return self.status is not None
 
 
+def submission_name(path: Path) -> str:
+    """A folder's name, or an archive's name without its suffix (``team.tar.gz`` -> ``team``)."""
+    if path.is_dir():
+        return path.name
+    suffix = next(s for s in ZIP_SUFFIXES + TAR_SUFFIXES if path.name.lower().endswith(s))
+    return path.name[: -len(suffix)]
+
+
 def discover(folder: Path, output: Path) -> list[Entry]:
-    """Every folder and ``.zip`` file in ``folder`` (hidden ones skipped), by name."""
+    """Every folder and archive (zip, tar) in ``folder`` (hidden ones skipped), by name."""
     if not folder.is_dir():
         raise PhaseError(f"the submissions folder {folder} does not exist")
     found: dict[str, Path] = {}
     for path in sorted(folder.iterdir()):
         if path.name.startswith("."):
             continue
-        if not (path.is_dir() or is_zip(path)):
+        if not (path.is_dir() or is_archive(path)):
             _log.warning("not_a_submission", path=str(path))
             continue
-        name = path.stem if path.is_file() else path.name
+        name = submission_name(path)
         if name in found:
             raise PhaseError(f"two submissions are named {name!r}: {found[name].name} and {path.name}")
         found[name] = path
@@ -173,7 +181,7 @@ def open_submission(entry: Entry, state: Path, limits: Limits) -> Submission:
     if entry.source.is_dir():
         submission = unpack(entry.source, target, limits)
     else:
-        submission = Submission(extract_zip(entry.source, target / "submission", limits))
+        submission = Submission(extract(entry.source, target / "submission", limits))
     report.write_atomic(marker, str(submission.root).encode())
     return submission
 
