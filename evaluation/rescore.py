@@ -190,17 +190,6 @@ def open_submission(entry: Entry, state: Path, limits: Limits) -> Submission:
 # Results of one submission
 
 
-def document(suite: Suite, metrics: dict, outcomes: dict[str, Outcome]) -> dict:
-    """metrics.json as ``cli.grade`` composes it."""
-    failures = [o for o in outcomes.values() if not o.ok]
-    return {
-        "grader": {"name": "evaluation", "version": __version__},
-        "suite": suite.name,
-        **metrics,
-        "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
-    }
-
-
 def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
     """Summarize a submission whose units are all in, and write its files."""
     result = suite.summarize(phase, entry.plan, entry.outcomes)
@@ -216,7 +205,7 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
         "fingerprint": {"phase": phase_fp, "submission": entry.fingerprint},
         "leaderboard": result.leaderboard, "case_scores": result.case_scores,
     }
-    report.write(entry.output, document(suite, result.metrics, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores})
+    report.write(entry.output, report.metrics_document(suite.name, result.metrics, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
 
