@@ -94,7 +94,7 @@ def families(names: list[str]) -> list[dict]:
         for metric in ("hausdorff", "msd"):
             series = [("mean over annotator pairs", f"annotators_agree_{metric}"),
                       ("mean of model vs every reference mask", f"annotators_model_agree_{metric}")]
-            found.append({"key": f"agreement_{metric}", "title": f"Agreement: {AXIS[metric].split(' (')[0].lower()}",
+            found.append({"key": f"agreement_{metric}", "title": f"Agreement: {AXIS[metric].split(' (')[0]}",
                           "axis": AXIS[metric], "xaxis": "", "series": series})
         found.append({"key": "staple_sensitivity", "title": "STAPLE sensitivity of each annotator", "axis": "Sensitivity", "xaxis": "Annotator",
                       "series": [(n, f"{n}_sensivity") for n in names]})
