@@ -43,15 +43,15 @@ def test_distances_equal_brute_force_nearest_points(shape):
         assert got.pooled == pytest.approx(pooled, rel=1e-12)
 
 
-def test_score_image_distances_on_the_cropped_box_equal_brute_force():
-    """score_image works on the joint bounding box; the distances must not change."""
+def test_score_image_distances_equal_brute_force():
+    """score_image's distances (KD-trees of boundaries, zero inside) against all point pairs."""
     shape = (1, 64, 64)
     masks = [np.zeros(shape, np.uint8) for _ in range(3)]
     for m, (r, c) in zip(masks, [(20, 22), (21, 24), (19, 21)]):
         m[0, r:r + 12, c:c + 9] = 1
     model = np.zeros(shape, np.uint8)
     model[0, 23:33, 25:40] = 1
-    model[0, 50, 5] = 1  # a far false positive widens the box
+    model[0, 50, 5] = 1  # a far false positive: large distances
     row = score_image(dict(zip(("A0", "A1", "A2"), masks)), model, Settings())
     for name, mask in zip(("A0", "A1", "A2"), masks):
         hd, msd, _ = _brute(mask, model)

@@ -31,7 +31,7 @@ from scipy import ndimage
 from evaluation import log
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics.staple import staple
-from evaluation.metrics.surface import PointSet, distances, joint_box
+from evaluation.metrics.surface import PointSet, distances
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission
@@ -170,53 +170,45 @@ def score_image(annotators: dict[str, np.ndarray], model: np.ndarray, settings: 
     names = list(annotators)
     masks = [annotators[n].astype(bool) for n in names]
     m = model.astype(bool)
-    row_extra = {}
-    if len(masks) >= 2:
-        consensus = staple([annotators[n] for n in names], STAPLE_ITERATIONS)
-        s = consensus.probability > settings.staple_threshold
-        union, inter = np.logical_or.reduce(masks), np.logical_and.reduce(masks)
-        compared = list(zip(names, masks)) + list(zip(GENERATED, (union, inter, s)))
-        row_extra = {"sensitivity": consensus.sensitivity, "specificity": consensus.specificity,
-                     "staple_fg_pixels": int(np.count_nonzero(s)), "staple_elapsed_iterations": consensus.iterations}
-    else:
-        compared = list(zip(names, masks))
-
-    box = joint_box([x for _, x in compared] + [m])
-    crop = (lambda x: x[box]) if box is not None else (lambda x: x[:0])
     surface = "all_pixels" if settings.surface_distance == "all_pixels" else "boundary"
-    model_set = PointSet.of(crop(m), surface)
-    sets = [PointSet.of(crop(x), surface) for _, x in compared]
+    if len(masks) < 2:  # no consensus; the tool keeps only the first annotator's columns (SPEC 2)
+        return against_model(list(zip(names, masks)), m, surface, settings.surface_distance)[0]
 
-    row = {"counts": {name: component_count(crop(x)) for name, x in compared}, "Model_count": component_count(crop(m))}
-    hd_all, msd_all = [], []
-    for (name, x), x_set in zip(compared, sets):
-        j = jaccard(x, m)
-        hd, msd = _pair(x_set, model_set, EMPTY_SENTINEL, settings.surface_distance)
-        hd_all.append(hd)
-        msd_all.append(msd)
-        row.update({f"{name}_jaccard": j, f"{name}_dice": dice_from_jaccard(j), f"{name}_hausdorff": hd, f"{name}_msd": msd})
-    if len(masks) < 2:  # the tool keeps only the first annotator's columns (SPEC 2, n < 2)
-        return row
-
-    row.update(_agreement(masks, m, sets[: len(masks)], settings.surface_distance))
-    row["annotators_model_agree_hausdorff"] = float(np.mean(hd_all))
-    row["annotators_model_agree_msd"] = float(np.mean(msd_all))
-    for name, sens, spec in zip(names, row_extra["sensitivity"], row_extra["specificity"]):
-        row[f"{name}_sensivity"] = sens  # [sic], the tool's column name
-        row[f"{name}_specificity"] = spec
-    row["staple_fg_pixels"] = row_extra["staple_fg_pixels"]
-    row["staple_elapsed_iterations"] = row_extra["staple_elapsed_iterations"]
+    consensus = staple([annotators[n] for n in names], STAPLE_ITERATIONS)
+    s = consensus.probability > settings.staple_threshold
+    union, inter = np.logical_or.reduce(masks), np.logical_and.reduce(masks)
+    compared = list(zip(names, masks)) + list(zip(GENERATED, (union, inter, s)))
+    row, sets = against_model(compared, m, surface, settings.surface_distance)
+    row.update(agreement(union, inter, m, sets[: len(masks)], settings.surface_distance))
+    row["annotators_model_agree_hausdorff"] = float(np.mean([row[f"{x}_hausdorff"] for x, _ in compared]))
+    row["annotators_model_agree_msd"] = float(np.mean([row[f"{x}_msd"] for x, _ in compared]))
+    row.update({f"{n}_sensivity": v for n, v in zip(names, consensus.sensitivity)})  # [sic], the tool's name
+    row.update({f"{n}_specificity": v for n, v in zip(names, consensus.specificity)})
+    row["staple_fg_pixels"] = int(np.count_nonzero(s))
+    row["staple_elapsed_iterations"] = consensus.iterations
     return row
 
 
-def _agreement(masks: list[np.ndarray], m: np.ndarray, sets: list[PointSet], surface: str) -> dict:
+def against_model(compared: list[tuple[str, np.ndarray]], m: np.ndarray, surface: str, msd: str) -> tuple[dict, list[PointSet]]:
+    """Component counts and every X in ``compared`` against M: Jaccard, Dice, HD, MSD (100 when
+    exactly one of the two is empty). Also returns the point sets, reused for the pairs."""
+    model_set = PointSet.of(m, surface)
+    sets = [PointSet.of(x, surface) for _, x in compared]
+    row = {"counts": {name: component_count(x) for name, x in compared}, "Model_count": component_count(m)}
+    for (name, x), x_set in zip(compared, sets):
+        j = jaccard(x, m)
+        hd, distance = _pair(x_set, model_set, EMPTY_SENTINEL, msd)
+        row.update({f"{name}_jaccard": j, f"{name}_dice": dice_from_jaccard(j), f"{name}_hausdorff": hd, f"{name}_msd": distance})
+    return row, sets
+
+
+def agreement(union: np.ndarray, inter: np.ndarray, m: np.ndarray, sets: list[PointSet], msd: str) -> dict:
     """Generalized Jaccard/Dice among annotators (with and without the model) and the mean
     pairwise HD/MSD among annotators, where a pair with an empty mask counts 0.0 (SPEC 5)."""
-    inter, union = np.logical_and.reduce(masks), np.logical_or.reduce(masks)
     j_ann = jaccard(inter, union)
     u_all = int(np.count_nonzero(union | m))
     j_model = int(np.count_nonzero(inter & m)) / u_all if u_all else 1.0
-    pairs = [_pair(sets[i], sets[k], 0.0, surface) for i in range(len(sets)) for k in range(i + 1, len(sets))]
+    pairs = [_pair(sets[i], sets[k], 0.0, msd) for i in range(len(sets)) for k in range(i + 1, len(sets))]
     return {
         "annotators_agree_jaccard": j_ann, "annotators_agree_dice": dice_from_jaccard(j_ann),
         "annotators_agree_hausdorff": float(np.mean([p[0] for p in pairs])) if pairs else 0.0,
@@ -480,8 +472,9 @@ class Annotators(Suite):
         models = submitted_models(submission, set(truth))
         if options.max_models is not None and len(models) > options.max_models:
             raise SubmissionError(f"the submission holds {len(models)} models ({', '.join(sorted(models))}); this phase accepts at most {options.max_models}")
-        tasks, skipped, ignored = [], {}, {}
         settings = {**asdict(options), "annotators": list(annotators)}
+        voxels = {image: _voxels(next(f for f in files.values() if f)) for image, files in truth.items()}
+        tasks, skipped, ignored = [], {}, {}
         for model, (found, unmatched) in sorted(models.items()):
             ignored[model] = unmatched
             if unmatched:
@@ -489,15 +482,8 @@ class Annotators(Suite):
             for image, files in truth.items():
                 if image not in found and options.missing_prediction == "skip":
                     skipped.setdefault(model, []).append(image)
-                    continue
-                prediction = found.get(image)
-                display = Path(prediction).name if prediction else image
-                if model != SINGLE_MODEL and prediction:
-                    display = f"{Path(prediction).parent.name}/{display}"
-                payload = {"image": image, "model": model, "prediction": prediction, "annotations": files,
-                           "display": display, "settings": settings}
-                voxels = _voxels(next(f for f in files.values() if f))
-                tasks.append(Task(key=f"{model}/{image}", payload=payload, memory_bytes=voxels * (24 + 10 * len(files))))
+                else:
+                    tasks.append(_task(model, image, files, found.get(image), settings, voxels[image]))
         _log.info("annotators_plan", images=len(truth), annotators=len(annotators), models=len(models), tasks=len(tasks))
         context = {"options": settings, "annotators": list(annotators), "images": list(truth), "models": sorted(models),
                    "skipped": skipped, "ignored": ignored}
@@ -557,6 +543,17 @@ class Annotators(Suite):
             case_scores={image: r[ranking_column] for image, r in rows[ranked].items()},
             files=files,
         )
+
+
+def _task(model: str, image: str, files: dict, prediction: str | None, settings: dict, voxels: int) -> Task:
+    """One (model, image) pair. Peak memory measured by bench/annotators_image.py: about
+    45 bytes per voxel for three annotators (masks, STAPLE's float64 output, point coordinates
+    and KD-trees); the estimate adds headroom for label maps wider than uint8."""
+    display = Path(prediction).name if prediction else image
+    if model != SINGLE_MODEL and prediction:
+        display = f"{Path(prediction).parent.name}/{display}"
+    payload = {"image": image, "model": model, "prediction": prediction, "annotations": files, "display": display, "settings": settings}
+    return Task(key=f"{model}/{image}", payload=payload, memory_bytes=voxels * (40 + 12 * len(files)))
 
 
 def _finite_or(value: float, default: float) -> float:
