@@ -336,8 +336,12 @@ def predictions(files: list[Path], known: set[str], where: str) -> tuple[dict[st
 
 def submitted_models(submission: Submission, known: set[str]) -> dict[str, tuple[dict[str, str], list[str]]]:
     """Model id -> (image -> prediction file, unmatched file names)."""
-    if submission.named_files is not None:  # Grand-Challenge: one job output per input image
-        return {SINGLE_MODEL: predictions([Path(p) for p in submission.named_files.values()], known, "the submission")}
+    if submission.named_files is not None:  # Grand-Challenge: one job output per input image, named by the platform
+        named = {case.replace(PRED_SUFFIX, ""): str(path) for case, path in submission.named_files.items()}
+        found = {image: path for image, path in named.items() if image in known}
+        if not found:
+            raise SubmissionError("none of the algorithm's outputs belongs to a test image")
+        return {SINGLE_MODEL: (found, sorted(Path(p).name for image, p in named.items() if image not in known))}
     models = {}
     for model, folder in model_folders(submission.root).items():
         where = "the submission" if model == SINGLE_MODEL else f"model folder '{folder.name}'"

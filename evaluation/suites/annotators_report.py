@@ -121,7 +121,8 @@ def _style(label: str, index: int) -> dict:
     colors = plt.get_cmap("tab10").colors
     dashed = label in GENERATED or label == "Model"
     return {"color": colors[index % len(colors)], "linestyle": "--" if dashed else "-",
-            "marker": MARKERS[index % len(MARKERS)], "markersize": max(3.0, 7.0 - 0.5 * index)}
+            "marker": MARKERS[index % len(MARKERS)], "markersize": max(4.0, 8.0 - 0.5 * index),
+            "markerfacecolor": "none", "markeredgewidth": 1.4}  # hollow: a marker on top hides none below
 
 
 def _finish(fig, ax, title: str, axis: str, sentinel: bool) -> bytes:
