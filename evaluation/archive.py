@@ -1,13 +1,15 @@
-"""Safe unpacking of uploaded archives.
+"""Safe unpacking of uploaded archives (zip and tar, optionally compressed).
 
 An upload is untrusted: an entry must never land outside the target folder (``../``, absolute
-names, symlinks), and a small archive must not be able to fill the disk (entry count, total
-size and per-entry compression ratio are capped, and sizes are counted while extracting instead
-of trusting the archive's headers). Violations are ``SubmissionError``s naming the entry.
+names, symbolic and hard links, device files), and a small archive must not be able to fill
+the disk: entry count, total size and compression ratio are capped, and sizes are counted
+while extracting instead of trusting the archive's headers. Archives inside the archive are
+not unpacked. Violations are ``SubmissionError``s naming the entry.
 """
 
 import shutil
 import stat
+import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,13 +19,15 @@ from evaluation.errors import SubmissionError
 
 _log = log.get(__name__)
 _COPY_BLOCK = 1 << 20
+ZIP_SUFFIXES = (".zip",)
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
 @dataclass(frozen=True)
 class Limits:
     """Caps for one archive. The total defaults to the CellMap reference's 50 GiB; the ratio
-    only applies to entries above ``ratio_min_bytes``, so tiny, highly compressible metadata
-    files (zarr's ``.zarray``) never trip it."""
+    only applies beyond ``ratio_min_bytes`` of output, so small, highly compressible files
+    (zarr metadata, an empty mask) never trip it."""
 
     max_total_bytes: int = 50 * 1024**3
     max_entries: int = 1_000_000
@@ -33,6 +37,11 @@ class Limits:
     @classmethod
     def from_options(cls, options: dict | None) -> "Limits":
         return cls(**(options or {}))
+
+
+def is_archive(path: Path) -> bool:
+    name = path.name.lower()
+    return path.is_file() and name.endswith(ZIP_SUFFIXES + TAR_SUFFIXES)
 
 
 def _safe_relative(name: str) -> PurePosixPath:
@@ -48,73 +57,119 @@ def _safe_relative(name: str) -> PurePosixPath:
     return PurePosixPath(*[p for p in path.parts if p not in ("", ".")])
 
 
-def _is_symlink(info: zipfile.ZipInfo) -> bool:
-    return stat.S_ISLNK(info.external_attr >> 16)
+class _Writer:
+    """Creates entries under ``root`` while counting entries and bytes against the limits."""
+
+    def __init__(self, root: Path, limits: Limits, compressed_bytes: int):
+        self.root, self.limits, self.compressed = root, limits, max(compressed_bytes, 1)
+        self.entries = self.written = 0
+
+    def _destination(self, name: str) -> Path:
+        self.entries += 1
+        if self.entries > self.limits.max_entries:
+            raise SubmissionError(f"the archive has more than {self.limits.max_entries} entries")
+        relative = _safe_relative(name)
+        destination = self.root.joinpath(*relative.parts) if relative.parts else self.root
+        if self.root != destination and self.root not in destination.parents:
+            raise SubmissionError(f"archive entry {name!r} points outside the archive")
+        return destination
+
+    def folder(self, name: str) -> None:
+        self._destination(name).mkdir(parents=True, exist_ok=True)
+
+    def file(self, name: str, source, compressed_size: int | None = None) -> None:
+        destination = self._destination(name)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if destination.exists():
+            raise SubmissionError(f"archive entry {name!r} appears twice in the archive")
+        entry_written = 0
+        with open(destination, "xb") as sink:
+            while block := source.read(_COPY_BLOCK):
+                entry_written += len(block)
+                self.written += len(block)
+                self._check_size(name, entry_written, compressed_size)
+                sink.write(block)
+
+    def _check_size(self, name: str, entry_written: int, compressed_size: int | None) -> None:
+        limits = self.limits
+        if self.written > limits.max_total_bytes:
+            raise SubmissionError(f"the archive unpacks to more than {limits.max_total_bytes / 1024**3:.2f} GiB")
+        # per entry when the archive says how big it is compressed (zip), else for the whole archive
+        produced, packed = (entry_written, compressed_size) if compressed_size is not None else (self.written, self.compressed)
+        if produced > limits.ratio_min_bytes and produced > limits.max_ratio * max(packed, 1):
+            raise SubmissionError(f"archive entry {name!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb")
 
 
-def _check_entries(infos: list[zipfile.ZipInfo], limits: Limits, free_bytes: int) -> None:
-    if len(infos) > limits.max_entries:
-        raise SubmissionError(f"the archive has {len(infos)} entries; at most {limits.max_entries} are accepted")
-    declared = 0
-    for info in infos:
-        _safe_relative(info.filename)
-        if _is_symlink(info):
-            raise SubmissionError(f"archive entry {info.filename!r} is a symbolic link; links are not accepted")
-        declared += info.file_size
+def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_bytes: int) -> None:
+    """Refuse early from the archive's own index (it may lie; the copy counts again)."""
+    if len(names_sizes) > limits.max_entries:
+        raise SubmissionError(f"the archive has {len(names_sizes)} entries; at most {limits.max_entries} are accepted")
+    declared = sum(size for _, size in names_sizes)
     if declared > limits.max_total_bytes:
         raise SubmissionError(
             f"the archive unpacks to {declared / 1024**3:.2f} GiB; at most {limits.max_total_bytes / 1024**3:.2f} GiB are accepted"
         )
     if declared > free_bytes:
         raise SubmissionError("the archive unpacks to more data than the grader has room for; reduce its size")
+    for name, _ in names_sizes:
+        _safe_relative(name)
 
 
-def _copy_capped(source, target, info: zipfile.ZipInfo, budget: int, limits: Limits) -> int:
-    """Copy one entry, counting real bytes; returns the bytes written."""
-    written = 0
-    while block := source.read(_COPY_BLOCK):
-        written += len(block)
-        if written > budget:
-            raise SubmissionError(f"the archive unpacks to more than {limits.max_total_bytes / 1024**3:.2f} GiB")
-        if written > limits.ratio_min_bytes and written > limits.max_ratio * max(info.compress_size, 1):
-            raise SubmissionError(
-                f"archive entry {info.filename!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb"
-            )
-        target.write(block)
-    return written
-
-
-def extract_zip(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
-    """Unpack ``archive`` into the new folder ``target`` and return it."""
+def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
         raise SubmissionError(f"{archive.name} is not a readable zip archive ({exc})") from None
-    target.mkdir(parents=True, exist_ok=False)
-    root = target.resolve()
     with zf:
         infos = zf.infolist()
-        _check_entries(infos, limits, shutil.disk_usage(root).free)
-        budget = limits.max_total_bytes
+        _check_declared([(i.filename, i.file_size) for i in infos], limits, shutil.disk_usage(writer.root).free)
         for info in infos:
-            relative = _safe_relative(info.filename)
-            destination = root.joinpath(*relative.parts) if relative.parts else root
-            if root != destination and root not in destination.parents:
-                raise SubmissionError(f"archive entry {info.filename!r} points outside the archive")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise SubmissionError(f"archive entry {info.filename!r} is a symbolic link; links are not accepted")
             if info.is_dir():
-                destination.mkdir(parents=True, exist_ok=True)
+                writer.folder(info.filename)
                 continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            if destination.exists():
-                raise SubmissionError(f"archive entry {info.filename!r} appears twice in the archive")
             try:
-                with zf.open(info) as source, open(destination, "xb") as sink:
-                    budget -= _copy_capped(source, sink, info, budget, limits)
-            except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, OSError) as exc:
+                with zf.open(info) as source:
+                    writer.file(info.filename, source, info.compress_size)
+            except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError) as exc:
                 raise SubmissionError(f"archive entry {info.filename!r} cannot be read ({exc}); the archive may be truncated or corrupt") from None
-    _log.info("archive_extracted", archive=archive.name, entries=len(infos), bytes=limits.max_total_bytes - budget)
+
+
+def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
+    try:
+        tf = tarfile.open(archive, "r:*")
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise SubmissionError(f"{archive.name} is not a readable tar archive ({exc})") from None
+    with tf:
+        try:
+            for member in tf:  # streamed: nothing is listed or written past the first violation
+                if member.issym() or member.islnk():
+                    raise SubmissionError(f"archive entry {member.name!r} is a link; links are not accepted")
+                if member.isdir():
+                    writer.folder(member.name)
+                elif member.isfile():
+                    if writer.written + member.size > limits.max_total_bytes:
+                        raise SubmissionError(f"the archive unpacks to more than {limits.max_total_bytes / 1024**3:.2f} GiB")
+                    writer.file(member.name, tf.extractfile(member))
+                else:
+                    raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
+        except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile) as exc:
+            raise SubmissionError(f"{archive.name} cannot be read to the end ({exc}); the archive may be truncated or corrupt") from None
+
+
+def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
+    """Unpack ``archive`` (zip or tar) into the new folder ``target`` and return it."""
+    target.mkdir(parents=True, exist_ok=False)
+    writer = _Writer(target.resolve(), limits, archive.stat().st_size)
+    if archive.name.lower().endswith(ZIP_SUFFIXES):
+        _extract_zip(archive, writer, limits)
+    else:
+        _extract_tar(archive, writer, limits)
+    nested = next((p for p in target.rglob("*") if is_archive(p)), None)
+    if nested is not None:
+        raise SubmissionError(
+            f"the archive contains another archive ({nested.relative_to(target).as_posix()}); upload one archive holding the files themselves"
+        )
+    _log.info("archive_extracted", archive=archive.name, entries=writer.entries, bytes=writer.written)
     return target
-
-
-def is_zip(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() == ".zip"

@@ -10,27 +10,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, phase as phases, report, runner, suites
-from evaluation.archive import Limits
+from evaluation import __version__, log, phase as phases, platforms, report, runner, suites
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
-from evaluation.submission import unpack
+from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
 
 _log = log.get("evaluation")
 
 CONTAINER_INPUT = Path("/input")
 CONTAINER_OUTPUT = Path("/output")
-PLATFORM_GROUND_TRUTH = Path("/opt/ml/input/data/ground_truth")  # Grand-Challenge phase tarball
-BAKED_GROUND_TRUTH = Path("/opt/app/ground-truth")
 MEMORY_HEADROOM = 0.8  # share of the memory limit given to workers; the rest for the parent and the OS
 INTERNAL_ERROR_LINE = (
     "Evaluation failed because of an internal error of the grader, not because of your submission; "
     "please contact the challenge organizers."
 )
-
-
-def default_ground_truth() -> Path:
-    """The phase's tarball when the platform supplies one, else the copy baked into the image."""
-    return PLATFORM_GROUND_TRUTH if (PLATFORM_GROUND_TRUTH / phases.PHASE_FILE).is_file() else BAKED_GROUND_TRUTH
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -49,21 +41,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--input", type=Path, default=CONTAINER_INPUT,
                         help="folder holding the submission: a .zip, a .zarr folder, or the files themselves (default: /input)")
     parser.add_argument("--ground-truth", type=Path, default=None,
-                        help=f"phase folder with phase.yaml and ground truth (default: {PLATFORM_GROUND_TRUTH} if present, else {BAKED_GROUND_TRUTH})")
+                        help=f"phase folder with phase.yaml and ground truth (default: INPUT/ref on CodaBench, else "
+                             f"{PLATFORM_GROUND_TRUTH} if present, else the baked {BAKED_GROUND_TRUTH})")
     parser.add_argument("--output", type=Path, default=CONTAINER_OUTPUT,
                         help="folder that receives metrics.json (default: /output)")
+    parser.add_argument("--platform", choices=["auto", *platforms.PLATFORMS], default="auto",
+                        help="where the inputs come from: grand-challenge (INPUT/predictions.json lists algorithm jobs), "
+                             "codabench (INPUT/ref and INPUT/res; also writes scores.json), local; "
+                             "default: detected from the input folder")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: phase option, else the CPUs available)")
     parser.add_argument("--log-level", default=None, help="debug, info, warning or error (default: info)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
 
 
-def grade(submission_folder: Path, phase_folder: Path, output: Path, workers: int | None = None) -> int:
-    phase = phases.load(phase_folder)
+def grade(platform: platforms.Platform, workers: int | None = None) -> int:
+    phase = phases.load(platform.ground_truth)
     suite = suites.get(phase.suite)
-    _log.info("grading", suite=suite.name, version=__version__)
+    _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        submission = unpack(submission_folder, Path(scratch), Limits.from_options(phase.option("archive")))
+        submission = platform.submission(phase, Path(scratch))
         plan = suite.plan(submission, phase)
         memory = phase.option("memory_limit_mb", 0) * 1024**2 or runner.memory_limit_bytes()
         outcomes = runner.run(
@@ -80,10 +77,11 @@ def grade(submission_folder: Path, phase_folder: Path, output: Path, workers: in
         **result.metrics,
         "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
     }
-    report.write(output, document, result.files)
+    written = report.write(platform.output, document, result.files)
+    platform.publish(result, written)
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
-    _log.info("written", output=str(output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures))
+    _log.info("written", output=str(platform.output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures))
     if not failures:
         return EXIT_OK
     if any(f.kind != "submission" for f in failures):
@@ -104,7 +102,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     log.configure(args.log_level)
     try:
-        return grade(args.input, args.ground_truth or default_ground_truth(), args.output, args.workers)
+        return grade(platforms.detect(args.platform, args.input, args.ground_truth, args.output), args.workers)
     except SubmissionError as exc:
         _log.error("submission_rejected", message=str(exc))
         _last_line(f"Submission rejected: {exc}")

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation.archive import Limits, extract_zip, is_zip
+from evaluation.archive import Limits, extract, is_archive
 from evaluation.errors import SubmissionError
 from evaluation.readers import images
 
@@ -66,12 +66,12 @@ def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
     found = entries(folder)
     if not found:
         raise SubmissionError("the submission is empty: upload your predictions (a zip archive or a folder)")
-    archives = [p for p in found if is_zip(p)]
+    archives = [p for p in found if is_archive(p)]
     if len(archives) > 1:
-        raise SubmissionError(f"the submission holds {len(archives)} zip archives; upload exactly one")
+        raise SubmissionError(f"the submission holds {len(archives)} archives; upload exactly one")
     if archives and len(found) > 1:
         raise SubmissionError(f"the submission holds {archives[0].name} and other files; upload either one archive or a folder")
     if archives:
-        return Submission(extract_zip(archives[0], scratch / "submission", limits))
+        return Submission(extract(archives[0], scratch / "submission", limits))
     refuse_links(folder)
     return Submission(folder)

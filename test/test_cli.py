@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, run_cli, validate_metrics
+from conftest import ROOT, differences, run_cli, validate_metrics
 
 
 def _assert_rejected(run, phase, *words):
@@ -127,3 +127,15 @@ def test_output_folder_holds_only_what_we_write(cellmap_phase, tmp_path):
     assert run_cli(submission, phase, out).code == 0
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "results.json", "results_submitted_only.json"]
     shutil.rmtree(out)
+
+
+def test_container_expectations_are_what_the_grader_writes(tmp_path):
+    """test.sh compares the image's outputs with committed files; they must be exactly what the
+    command line writes for the same inputs (and the baked example is conformance case b)."""
+    baked = run_cli(ROOT / "test" / "example-submission", ROOT / "ground-truth", tmp_path / "out")
+    assert baked.code == 0
+    expected = json.loads((ROOT / "test" / "container" / "baked" / "expected" / "metrics.json").read_text())
+    assert differences(baked.metrics, expected) == []
+    reference = json.loads((ROOT / "test" / "fixtures" / "cellmap" / "expected-v2.json").read_text())
+    assert expected["aggregates"]["overall_score"] == pytest.approx(
+        reference["cases"]["b_split_merge_jitter"]["scores"]["overall_score"], rel=1e-12)

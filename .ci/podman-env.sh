@@ -1,0 +1,34 @@
+# Source this to run podman on the CI machine kind (no Docker engine, no image registry):
+# writes the two settings podman needs there into a private config, and makes the Debian
+# bookworm base image locally with debootstrap unless it is already present.
+# Exports CONTAINER_ENGINE=podman, CONTAINERS_CONF and BASE_IMAGE for build.sh / test.sh.
+
+export CONTAINER_ENGINE=podman
+export BASE_IMAGE=localhost/debian-base:bookworm
+_podman_dir="${PODMAN_CONFIG_DIR:-${TMPDIR:-/tmp}/evaluation-podman}"
+mkdir -p "$_podman_dir"
+_nofile=$(ulimit -Hn)
+_nproc=$(ulimit -Hu)
+[ "$_nproc" = unlimited ] && _nproc=32768
+[ "$_nproc" -gt 32768 ] && _nproc=32768
+cat > "$_podman_dir/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=${_nofile}:${_nofile}", "nproc=${_nproc}:${_nproc}"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+export CONTAINERS_CONF="$_podman_dir/containers.conf"
+
+if ! podman image exists "$BASE_IMAGE"; then
+  _mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+  _mirror=${_mirror:-http://deb.debian.org/debian}
+  _rootfs=$(mktemp -d)
+  echo "making $BASE_IMAGE with debootstrap from $_mirror" >&2
+  debootstrap --variant=minbase bookworm "$_rootfs" "$_mirror" >/dev/null
+  rm -rf "$_rootfs"/var/cache/apt/archives/*.deb "$_rootfs"/var/lib/apt/lists/*
+  tar --numeric-owner -C "$_rootfs" -c . | podman import - "$BASE_IMAGE" >/dev/null
+  rm -rf "$_rootfs"
+fi

@@ -1,0 +1,76 @@
+"""CodaBench scoring program: ``input/ref`` + ``input/res`` -> ``output/scores.json``.
+
+The scoring command (``metadata.yaml``) runs ``python3 -m evaluation --input /app/input
+--output /app/output``. The reference data (``ref``) carries the phase: the image is public on
+CodaBench, so ground truth must come with the competition, not be baked in. The submission
+folder holds a ``metadata`` file written by the worker, which is ignored. ``scores.json`` must
+be a flat {column key: finite number}; keys must match the leaderboard's columns.
+"""
+
+import html
+import json
+import math
+from pathlib import Path
+
+from evaluation import log, phase as phases, report as reports
+from evaluation.platforms.base import Platform, default_ground_truth
+from evaluation.suites.base import Report
+
+_log = log.get(__name__)
+SCORES_FILE = "scores.json"
+DETAILS_FILE = "detailed_results.html"
+STORED_LIMIT = 1e10  # CodaBench stores scores as Decimal(20, 10)
+
+
+class CodaBench(Platform):
+    name = "codabench"
+
+    @staticmethod
+    def recognises(input_folder: Path) -> bool:
+        return (input_folder / "ref").is_dir() and (input_folder / "res").is_dir()
+
+    def default_ground_truth(self) -> Path:
+        reference = self.input / "ref"
+        return reference if (reference / phases.PHASE_FILE).is_file() else default_ground_truth()
+
+    def submission_folder(self) -> Path:
+        return self.input / "res"
+
+    def publish(self, report: Report, metrics: dict) -> None:
+        reports.write_atomic(self.output / SCORES_FILE, json.dumps(scores(report.leaderboard), indent=2).encode())
+        page = report.files.get("report.html") or summary_page(report.leaderboard, metrics)
+        reports.write_atomic(self.output / DETAILS_FILE, page.encode() if isinstance(page, str) else page)
+
+
+def scores(leaderboard: dict) -> dict[str, float]:
+    """The leaderboard as CodaBench stores it: finite numbers below 1e10 only. An undefined
+    value is left out (the column shows n/a) rather than written as a number it is not."""
+    kept = {}
+    for key, value in leaderboard.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and abs(value) < STORED_LIMIT:
+            kept[key] = float(value)
+        else:
+            _log.warning("score_left_out", key=key, value=repr(value))
+    return kept
+
+
+def summary_page(leaderboard: dict, metrics: dict) -> str:
+    """A self-contained page: leaderboard values, then per-case results as a table."""
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{_number(v)}</td></tr>" for k, v in leaderboard.items())
+    cases = "".join(
+        f"<h3>{html.escape(str(name))}</h3><pre>{html.escape(json.dumps(reports.sanitize(value), indent=1))}</pre>"
+        for name, value in metrics.get("case", {}).items()
+    )
+    failures = "".join(f"<li>{html.escape(f['case'])}: {html.escape(f['message'])}</li>" for f in metrics.get("failures", []))
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Detailed results</title>"
+        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}pre{font-size:12px}</style></head><body>"
+        f"<h1>Detailed results ({html.escape(metrics.get('suite', ''))})</h1><h2>Leaderboard</h2><table>{rows}</table>"
+        + (f"<h2>Failed cases</h2><ul>{failures}</ul>" if failures else "")
+        + f"<h2>Per case</h2>{cases}</body></html>"
+    )
+
+
+def _number(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else html.escape(str(value))
