@@ -15,7 +15,7 @@ import tifffile
 from annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
 from conftest import ROOT, differences, run_cli, validate_metrics
 
-EXAMPLE = ROOT / "test" / "example-annotators"
+EXAMPLE = ROOT / "examples" / "annotators"
 NO_REPORT = "suite: annotators\neval_class: 1\nreport: false\ndilation: false\n"
 TWO = ["blob3", "empty_pred"]
 

@@ -18,7 +18,7 @@ from evaluation.metrics.confusion import ClassIndex, class_counts
 from evaluation.suites.multiclass import parse_classes, parse_members
 from test_multiclass_parity import EXPECTED, load_cases, make_phase, write_label_map, write_model
 
-EXAMPLE = ROOT / "docs" / "examples" / "multiclass"
+EXAMPLE = ROOT / "examples" / "multiclass"
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def test_invalid_phase_options_are_refused(tmp_path, options):
 
 
 def test_bundled_example_writes_the_report(tmp_path):
-    """docs/examples/multiclass: the kit's images as NIfTI, two models, named classes, groups."""
+    """examples/multiclass: the kit's images as NIfTI, two models, named classes, groups."""
     output = tmp_path / "out"
     run = run_cli(EXAMPLE / "submission", EXAMPLE / "phase", output)
     assert run.code == 0, run.stderr
@@ -274,7 +274,7 @@ def test_bundled_example_writes_the_report(tmp_path):
     page = (output / "report.html").read_text()
     assert page.startswith("<!doctype html>") and "+0.1415" in page and "&#x27;baseline&#x27;" in page
     shown = (EXAMPLE / "report.txt").read_text()
-    assert report == shown, "docs/examples/multiclass/report.txt is out of date"
+    assert report == shown, "examples/multiclass/report.txt is out of date"
     delta = run.metrics["aggregates"]["comparison"]["deltas"]["candidate"]["delta_mean_dice_fg_nanmean"]
     assert delta == pytest.approx(EXPECTED["delta_B_minus_A_mean_fg_nanmean"], rel=1e-12)
 

@@ -5,7 +5,7 @@ disagreements (A shifts a vessel by a pixel, B misses a short piece, C draws thi
 Two models predict label maps as the tool expects them: 0 background, 1 tissue, 2 vessel;
 ``unet`` is close to the annotators, ``baseline`` misses a vessel and adds a false positive.
 
-    python test/example-annotators/make_example.py
+    python examples/annotators/make_example.py
 """
 
 from pathlib import Path
