@@ -126,6 +126,16 @@ def inferred_scale(source_shape, grid: Grid) -> np.ndarray | None:
     return None
 
 
+def check_size_ratio(shape, grid: Grid, max_size_ratio: float, display: str) -> None:
+    """The reference's guard against arrays far larger than their crop (``MAX_VOLUME_SIZE_RATIO``)."""
+    ratio = float(np.prod(shape, dtype=np.float64)) / float(np.prod(grid.shape, dtype=np.float64))
+    if ratio > max_size_ratio:
+        raise SubmissionError(
+            f"{display}: is {ratio:.0f} times larger than the crop it predicts (limit {max_size_ratio:g}); "
+            "submit it at a resolution closer to the crop's"
+        )
+
+
 def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
           infer_scale_from_shape: bool = False) -> np.ndarray:
     """The submitted array ``source`` (anything with shape/dtype; ``read(region)`` loads a
@@ -139,12 +149,7 @@ def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio:
         raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
     if 0 in source.shape:
         raise SubmissionError(f"{display}: has an empty axis (shape {tuple(source.shape)})")
-    ratio = float(np.prod(source.shape, dtype=np.float64)) / float(np.prod(grid.shape, dtype=np.float64))
-    if ratio > max_size_ratio:
-        raise SubmissionError(
-            f"{display}: is {ratio:.0f} times larger than the crop it predicts (limit {max_size_ratio:g}); "
-            "submit it at a resolution closer to the crop's"
-        )
+    check_size_ratio(source.shape, grid, max_size_ratio, display)
     voxel_size, translation = source_geometry(attrs, ndim, display)
     target_vs = np.asarray(grid.voxel_size, dtype=np.float64)
     resample = voxel_size is not None and not np.allclose(voxel_size, target_vs)

@@ -96,18 +96,24 @@ class _Running:
                        seconds=seconds, peak_rss_mb=reply.get("peak_rss_mb"))
 
 
-def _refusal(task: Task, memory_bytes: int) -> Outcome:
-    """A task whose estimate exceeds the whole budget is refused before anything is loaded:
-    being killed for memory halfway would lose it without a useful message."""
-    need, have = task.memory_bytes / 2**30, memory_bytes / 2**30
-    return Outcome(task.key, kind="submission", message=(
-        f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
-        "available; submit smaller arrays (fewer voxels or a smaller data type)"))
+def _refusal(task: Task, memory_bytes: int) -> Outcome | None:
+    """Tasks refused before anything is loaded: those the plan refused, and those whose
+    estimate exceeds the whole budget (killed for memory halfway, they would be lost without
+    a useful message)."""
+    if task.refusal:
+        return Outcome(task.key, kind="submission", message=task.refusal)
+    if task.memory_bytes > memory_bytes:
+        need, have = task.memory_bytes / 2**30, memory_bytes / 2**30
+        return Outcome(task.key, kind="submission", message=(
+            f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
+            "available; submit smaller arrays (fewer voxels or a smaller data type)"))
+    return None
 
 
 def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None) -> dict[str, Outcome]:
     """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
-    outcomes: dict[str, Outcome] = {t.key: _refusal(t, memory_bytes) for t in tasks if t.memory_bytes > memory_bytes}
+    refused = {t.key: _refusal(t, memory_bytes) for t in tasks}
+    outcomes: dict[str, Outcome] = {key: outcome for key, outcome in refused.items() if outcome is not None}
     pending = sorted((t for t in tasks if t.key not in outcomes), key=lambda t: t.memory_bytes, reverse=True)
     running: list[_Running] = []
     try:

@@ -347,8 +347,9 @@ def submitted_models(submission: Submission, known: set[str]) -> dict[str, tuple
         where = "the submission" if model == SINGLE_MODEL else f"model folder '{folder.name}'"
         found, unmatched = predictions(image_files(folder), known, where)
         if not found:
+            shown = f" (found {', '.join(unmatched[:3])}{', ...' if len(unmatched) > 3 else ''})" if unmatched else ""
             raise SubmissionError(
-                f"{where}: none of its files is named after a test image; name each prediction "
+                f"{where}: none of its files is named after a test image{shown}; name each prediction "
                 "<image>.<ext> or <image>_segPred.<ext> after the input image it segments"
             )
         models[model] = (found, unmatched)
@@ -565,5 +566,6 @@ def _finite_or(value: float, default: float) -> float:
 
 
 def _settings_node(settings: dict) -> dict:
-    """The options as a metrics.json node (no tuples, no None lists)."""
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()}
+    """The options as a metrics.json node (no tuples, no None lists), without the name of the
+    ground-truth folder: nothing of the ground truth's layout reaches the participant."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items() if k != "annotations"}

@@ -11,11 +11,13 @@ class Task:
     """One independently scored unit (a case, or a (crop, label) pair).
 
     ``payload`` holds only JSON-able values (paths as strings), so a task can be sent to any
-    worker process; ``memory_bytes`` is the scheduler's estimate of its peak."""
+    worker process; ``memory_bytes`` is the scheduler's estimate of its peak. A task with a
+    ``refusal`` is not run: it fails as the submission's fault with that message."""
 
     key: str
     payload: dict
     memory_bytes: int = 0
+    refusal: str | None = None  # set by plan() when the metadata already shows it cannot be scored
 
 
 @dataclass

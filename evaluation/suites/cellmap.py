@@ -30,7 +30,7 @@ import cc3d
 import numpy as np
 
 from evaluation import log
-from evaluation.alignment import Grid, align
+from evaluation.alignment import Grid, align, check_size_ratio
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics import binary
 from evaluation.metrics.hausdorff import capped_hausdorff
@@ -547,7 +547,6 @@ class CellMap(Suite):
                     continue
                 pred_path = root / crops[crop] / label
                 display = f"{crops[crop]}/{label}"
-                source = zarr_store.open_array(pred_path, display)
                 mask = truth_root / crop / f"{label}_mask"
                 payload = {
                     "crop": crop, "label": label, "display": display,
@@ -558,8 +557,13 @@ class CellMap(Suite):
                 }
                 if options.pooled:
                     payload.update(version=options.version, pathological_crops=options.pathological_crops)
-                estimate = _memory_estimate(grid, source, label in options.instance_classes)
-                tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate))
+                try:  # metadata only: a broken array fails its own pair, never the others
+                    source = zarr_store.open_array(pred_path, display)
+                    check_size_ratio(source.shape, grid, limits.max_volume_size_ratio, display)
+                    estimate, refusal = _memory_estimate(grid, source, label in options.instance_classes), None
+                except SubmissionError as exc:
+                    estimate, refusal = 0, str(exc)
+                tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate, refusal=refusal))
         context = {"fixed": fixed, "options": asdict(options), "total_evals": len(manifest)}
         _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
         return Plan(tasks=tasks, context=context)
