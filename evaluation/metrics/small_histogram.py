@@ -8,6 +8,7 @@ stay in cache is about four times faster and allocates nothing proportional to t
 import numpy as np
 
 _BLOCK = 1 << 18
+_COMPARE_LIMIT = 48  # beyond this many wanted bins one bincount per block is cheaper
 
 
 def small_histogram(key: np.ndarray, bins: int, wanted: np.ndarray | None = None) -> np.ndarray:
@@ -19,6 +20,10 @@ def small_histogram(key: np.ndarray, bins: int, wanted: np.ndarray | None = None
     flat = key.reshape(-1)
     values = np.flatnonzero(np.ones(bins, bool) if wanted is None else wanted)
     counts = np.zeros(bins, dtype=np.int64)
+    if values.size > _COMPARE_LIMIT:
+        for start in range(0, flat.size, _BLOCK):
+            counts += np.bincount(flat[start:start + _BLOCK], minlength=256)[:bins]
+        return counts if wanted is None else np.where(wanted, counts, 0)
     scratch = np.empty(min(_BLOCK, flat.size), dtype=bool)
     for start in range(0, flat.size, _BLOCK):
         part = flat[start:start + _BLOCK]
