@@ -7,7 +7,7 @@ follow the conformance kit's SPEC.md (section numbers below refer to it).
 
 The phase names one or more phantoms (cases). Each has its ground truth as the challenge's
 void list (HDF5 ``spheres``) plus the grid, rasterised while scoring, or as a label volume
-precomputed once with ``python -m evaluation.suites.tomo_foam rasterize PHASE_DIR`` (the fast
+precomputed once with ``evaluation-tomo-foam rasterize PHASE_DIR`` (the fast
 path: a full-size phantom takes tens of seconds to rasterise, scoring then takes seconds).
 The expanding phantom is scored at projection 2688 of 3072 (``compute_scores_dyn``).
 
@@ -223,7 +223,7 @@ def phantom_truths(phase: Phase, options: Options) -> list[PhantomTruth]:
     for name, config in options.phantoms.items():
         truth = phantom_truth(phase, name, config, options)
         if truth.labels is not None and not Path(truth.labels).exists():
-            hint = " (create it with: python -m evaluation.suites.tomo_foam rasterize PHASE_DIR)" if truth.spheres else ""
+            hint = " (create it with: evaluation-tomo-foam rasterize PHASE_DIR)" if truth.spheres else ""
             raise PhaseError(f"phantom {name}: its label volume does not exist{hint}")
         if truth.labels is None and (truth.spheres is None or not Path(truth.spheres).is_file()):
             raise PhaseError(f"phantom {name}: neither its void list nor a label volume exists")
@@ -302,7 +302,7 @@ class TomoFoam(Suite):
 
 
 # --------------------------------------------------------------------------------------------
-# Build-time rasterisation: python -m evaluation.suites.tomo_foam rasterize PHASE_DIR
+# Build-time rasterisation: evaluation-tomo-foam rasterize PHASE_DIR (or python -m evaluation.suites.tomo_foam ...)
 
 
 def write_labels(path: Path, source: Rasterizer, threads: int = 1) -> None:
@@ -371,7 +371,7 @@ def rasterize_phase(phase_dir: Path, only: list[str] | None = None, threads: int
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.suites.tomo_foam",
+    parser = argparse.ArgumentParser(prog="evaluation-tomo-foam",
                                      description="Precompute foam-phantom label volumes for a tomo_foam phase (image build time).")
     commands = parser.add_subparsers(dest="command", required=True)
     raster = commands.add_parser("rasterize", help="write each phantom's 'labels' file from its 'spheres' void list")
