@@ -69,21 +69,23 @@ def write_volume(path: Path, volume: np.ndarray) -> Path:
     return path
 
 
-def foam_phase(folder: Path, labels_format: str | None = None, extra: str = "") -> Path:
+def foam_phase(folder: Path, labels_format: str | None = None, extra: str = "", copies: int | None = None) -> Path:
     """A tomo_foam phase holding the three conformance phantoms: void lists plus grids, or
-    (``labels_format`` = '.npy', '.zarr', ...) precomputed label volumes in that format."""
+    (``labels_format`` = '.npy', '.zarr', ...) precomputed label volumes in that format.
+    ``copies`` = k lists each phantom k times, as cases ``<phantom>-0`` ... ``<phantom>-<k-1>``
+    sharing one truth file, so that one run can score several submissions of a phantom."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["suite: tomo_foam", "phantoms:"]
     for name in PHANTOMS:
         data = case(name)
         g = geometry(name)
-        lines.append(f"  {name}:")
         if labels_format:
-            label_file = write_volume(folder / f"{name}_labels{labels_format}", data["gt"])
-            lines.append(f"    labels: {label_file.name}")
+            truth = "labels: " + write_volume(folder / f"{name}_labels{labels_format}", data["gt"]).name
         else:
             write_spheres(folder / f"{name}.h5", data["spheres"])
-            lines.append(f"    spheres: {name}.h5")
-        lines.append(f"    grid: {{nx: {g['nx']}, ny: {g['ny']}, nz: {g['nz']}, voxel_size: {g['voxel_size']!r}, cx: {g['cx']!r}, cy: {g['cy']!r}}}")
+            truth = f"spheres: {name}.h5"
+        grid = f"grid: {{nx: {g['nx']}, ny: {g['ny']}, nz: {g['nz']}, voxel_size: {g['voxel_size']!r}, cx: {g['cx']!r}, cy: {g['cy']!r}}}"
+        for case_name in ([name] if copies is None else [f"{name}-{k}" for k in range(copies)]):
+            lines += [f"  {case_name}:", f"    {truth}", f"    {grid}"]
     (folder / "phase.yaml").write_text("\n".join(lines) + "\n" + extra)
     return folder

@@ -323,9 +323,8 @@ def write_labels(path: Path, source: Rasterizer, threads: int = 1) -> None:
     elif kind in (".h5", ".hdf5"):
         import h5py
 
-        with h5py.File(partial, "w") as f:
-            chunk_z = bounds[0][1] - bounds[0][0]
-            dataset = f.create_dataset("labels", shape=shape, dtype="u1", chunks=(min(chunk_z, 16), *shape[1:]), compression="gzip", compression_opts=1)
+        with h5py.File(partial, "w") as f:  # one slice per chunk: scoring reads slabs with halos
+            dataset = f.create_dataset("labels", shape=shape, dtype="u1", chunks=(1, *shape[1:]), compression="gzip", compression_opts=1)
             for z0, z1 in bounds:
                 dataset[z0:z1] = source.slab(z0, z1)
     elif kind == ".zarr":
@@ -334,8 +333,8 @@ def write_labels(path: Path, source: Rasterizer, threads: int = 1) -> None:
         import zarr
 
         shutil.rmtree(partial, ignore_errors=True)
-        array = zarr.create_array(store=str(partial), shape=shape, dtype="uint8", chunks=(16, *shape[1:]), zarr_format=3)
-        for z0, z1 in slab_bounds(shape[0], slices_per_slab(shape[1] * shape[2], SLAB_VOXELS), align=16):
+        array = zarr.create_array(store=str(partial), shape=shape, dtype="uint8", chunks=(1, *shape[1:]), zarr_format=3)
+        for z0, z1 in bounds:
             array[z0:z1] = source.slab(z0, z1)
     else:
         raise PhaseError(f"label volumes are written as .npy, .h5 or .zarr, not {kind!r}")
