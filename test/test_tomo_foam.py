@@ -335,3 +335,21 @@ def test_rasterize_command_writes_the_reference_volumes(tmp_path):
     for name in PHANTOMS:
         expected = EXPECTED["phantoms"][name]["submissions"]["shift_x1"]["values"]
         assert run.metrics["case"][name]["dice_edge"] == pytest.approx(expected["dice_edge"], rel=1e-12)
+
+
+def test_label_volume_alone_defines_the_grid(tmp_path):
+    phase = tmp_path / "phase"
+    phase.mkdir()
+    write_volume(phase / "truth.tif", case("foamB_zoom")["gt"].astype(np.uint16))
+    (phase / "phase.yaml").write_text("suite: tomo_foam\nphantoms:\n  zoom:\n    labels: truth.tif\n")
+    submission = tmp_path / "input"
+    submission.mkdir()
+    write_volume(submission / "zoom.packed.h5", case("foamB_zoom")["sub__majority3"])
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    expected = EXPECTED["phantoms"]["foamB_zoom"]["submissions"]["majority3"]["spec_counts"]
+    assert run.metrics["case"]["zoom"]["counts"] == expected
+    # a label outside 0-4 is the organiser's error, not silently wrapped into range
+    write_volume(phase / "truth.tif", (case("foamB_zoom")["gt"].astype(np.uint16) + 256))
+    run = run_cli(submission, phase, tmp_path / "out2")
+    assert run.code == 1 and "Submission rejected" not in run.last_line

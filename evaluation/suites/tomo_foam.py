@@ -114,7 +114,11 @@ class _LabelFile:
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
         labels = self._slabs.read(z0, z1)
-        return labels if labels.dtype == np.uint8 else labels.astype(np.uint8)
+        if labels.dtype == np.uint8:
+            return labels  # values above 4 are caught by slab_counts
+        if labels.size and (int(labels.min()) < 0 or int(labels.max()) > 4):
+            raise PhaseError("a phantom's label volume holds values outside 0 (background) to 4 (small void)")
+        return labels.astype(np.uint8)
 
     def close(self) -> None:
         self._slabs.close()
@@ -203,6 +207,11 @@ def phantom_truth(phase: Phase, name: str, config: dict, options: Options) -> Ph
     if expanding is not None and not 0 <= expanding["projection"] < expanding["projections"]:
         raise PhaseError(f"phantom {name}: expanding.projection must lie in 0..projections-1")
     grid = {**asdict(Grid()), **config.get("grid", {})}
+    if "grid" not in config and labels is not None and spheres is None and labels.exists():
+        with open_slabs(labels, display="a phantom's label volume", trusted=True) as volume:  # labels only: their shape
+            if len(volume.shape) != 3:
+                raise PhaseError(f"phantom {name}: its label volume is not 3-D")
+            grid.update(nz=volume.shape[0], ny=volume.shape[1], nx=volume.shape[2])
     grid["voxel_size"] = float(grid["voxel_size"])
     return PhantomTruth(name, grid, str(spheres) if spheres else None, str(labels) if labels else None,
                         expanding, options.large_min_r, options.medium_min_r)
