@@ -167,14 +167,14 @@ def test_packing_bit_order_by_hand():
 def test_boundary_by_hand():
     material = np.zeros((3, 3, 3), bool)
     material[1, 1, 1] = True
-    edge = foam_boundary(material, below=False, above=False)
+    edge = foam_boundary(material, ((False, False),) * 3)
     expected = np.zeros((3, 3, 3), bool)
     expected[1, 1, 1] = True
     for dz, dy, dx in ((1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)):
         expected[1 + dz, 1 + dy, 1 + dx] = True
     assert np.array_equal(edge, expected)
     # the array border is no interface: a volume of one value has no boundary
-    assert not foam_boundary(np.ones((2, 3, 4), bool), False, False).any()
+    assert not foam_boundary(np.ones((2, 3, 4), bool), ((False, False),) * 3).any()
 
 
 def test_counts_by_hand():
