@@ -88,7 +88,8 @@ def slab_counts(labels: np.ndarray, predicted: np.ndarray, below: bool, above: b
 @dataclass(frozen=True)
 class FoamCounts:
     """The histogram by name: ``n[l, e, p]`` voxels of label ``l``, on the boundary ``e``,
-    predicted foam ``p``."""
+    predicted foam ``p`` (``n[0, 0]``, background off the boundary, is not counted: no score
+    uses it)."""
 
     n: np.ndarray  # (5, 2, 2) int64
 
