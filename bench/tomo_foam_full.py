@@ -153,10 +153,10 @@ def _score(phase: str, submission: str, queue) -> None:
     from evaluation.suites import get
 
     suite = get("tomo_foam")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)))
     result = suite.score(plan.tasks[0].payload)
-    queue.put((time.perf_counter() - started, peak_rss_mb(), result))
+    queue.put((time.perf_counter() - started, peak_rss_mb(), {**result, "cpu_seconds": time.process_time() - cpu}))
 
 
 def in_fresh_process(target, *args):
@@ -197,7 +197,7 @@ def main() -> None:
             if submission is None:
                 continue
             seconds, rss, result = in_fresh_process(_score, str(phase), str(submission))
-            print(f"suite scoring, {kind}: {seconds:.2f} s, peak {rss:.0f} MB, {seconds / floor:.1f} x floor;"
+            print(f"suite scoring, {kind}: {seconds:.2f} s ({result['cpu_seconds']:.1f} s CPU, all threads), peak {rss:.0f} MB, {seconds / floor:.1f} x floor;"
                   f" harm_mean {result['harm_mean']:.6f}, dice_edge {result['dice_edge']:.6f}")
             out = folder / f"out-{submission.name}"
             seconds, rss = timed_command([sys.executable, "-m", "evaluation", "--input", str(submission),
