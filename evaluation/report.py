@@ -59,9 +59,9 @@ def write(output: Path, metrics: dict, files: dict[str, dict | str | bytes] | No
     ``metrics.json`` last (its presence means the run completed). Returns what was written.
     A dict is written as JSON, a str as UTF-8 text, bytes unchanged."""
     metrics = sanitize(metrics)
-    problems = schemas.errors("metrics", metrics)
-    if problems:
-        raise GraderError("metrics document violates schemas/metrics.schema.json: " + "; ".join(problems[:5]))
+    problem = schemas.first_error("metrics", metrics)
+    if problem:
+        raise GraderError(f"metrics document violates schemas/metrics.schema.json: {problem}")
     for name, content in (files or {}).items():
         if isinstance(content, dict):
             content = json_bytes(content)

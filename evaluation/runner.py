@@ -10,6 +10,7 @@ classic out-of-memory failure). Results come back as JSON text over a pipe.
 import json
 import multiprocessing
 import os
+import resource
 import signal
 import time
 import traceback
@@ -61,6 +62,7 @@ def _child(connection, function, payload) -> None:
         reply = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
     except Exception as exc:  # any bug must come back as this task's failure, not kill the run
         reply = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    reply["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     try:
         connection.send_bytes(json.dumps(reply, allow_nan=True).encode())
     finally:
@@ -90,14 +92,24 @@ class _Running:
         reply = json.loads(self.reply)
         if "traceback" in reply:
             _log.error("task_exception", task=key, traceback=reply["traceback"])
-        return Outcome(key, value=reply.get("value"), kind=reply.get("kind"), message=reply.get("message"), seconds=seconds)
+        return Outcome(key, value=reply.get("value"), kind=reply.get("kind"), message=reply.get("message"),
+                       seconds=seconds, peak_rss_mb=reply.get("peak_rss_mb"))
+
+
+def _refusal(task: Task, memory_bytes: int) -> Outcome:
+    """A task whose estimate exceeds the whole budget is refused before anything is loaded:
+    being killed for memory halfway would lose it without a useful message."""
+    need, have = task.memory_bytes / 2**30, memory_bytes / 2**30
+    return Outcome(task.key, kind="submission", message=(
+        f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
+        "available; submit smaller arrays (fewer voxels or a smaller data type)"))
 
 
 def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None) -> dict[str, Outcome]:
     """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
-    pending = sorted(tasks, key=lambda t: t.memory_bytes, reverse=True)
+    outcomes: dict[str, Outcome] = {t.key: _refusal(t, memory_bytes) for t in tasks if t.memory_bytes > memory_bytes}
+    pending = sorted((t for t in tasks if t.key not in outcomes), key=lambda t: t.memory_bytes, reverse=True)
     running: list[_Running] = []
-    outcomes: dict[str, Outcome] = {}
     try:
         while pending or running:
             _start_what_fits(pending, running, function, workers, memory_bytes)
@@ -107,7 +119,8 @@ def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit
                 if outcome is not None:
                     outcomes[r.task.key] = outcome
                     running.remove(r)
-                    _log.info("task_finished", task=r.task.key, ok=outcome.ok, seconds=round(outcome.seconds, 3))
+                    _log.info("task_finished", task=r.task.key, ok=outcome.ok, seconds=round(outcome.seconds, 3),
+                              peak_rss_mb=outcome.peak_rss_mb, estimate_mb=r.task.memory_bytes // 2**20)
     finally:
         for r in running:
             r.process.kill()
@@ -120,7 +133,7 @@ def _start_what_fits(pending: list[Task], running: list[_Running], function, wor
         fits = [t for t in pending if in_use + t.memory_bytes <= memory_bytes]
         if running and not fits:
             return
-        task = fits[0] if fits else pending[0]  # alone, even an over-budget task gets its chance
+        task = fits[0] if fits else pending[0]
         pending.remove(task)
         running.append(_Running(task, function))
         _log.debug("task_started", task=task.key, estimate_mb=task.memory_bytes // 2**20)

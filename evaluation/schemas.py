@@ -9,6 +9,7 @@ import functools
 import json
 from pathlib import Path
 
+import fastjsonschema
 import jsonschema
 
 _PACKAGED = Path(__file__).parent / "schemas"
@@ -30,3 +31,19 @@ def errors(name: str, document) -> list[str]:
     validator = jsonschema.Draft202012Validator(load(name))
     found = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
     return [f"{'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in found]
+
+
+@functools.cache
+def _compiled(name: str):
+    return fastjsonschema.compile(load(name))
+
+
+def first_error(name: str, document) -> str | None:
+    """The first violation of schema ``name``, or None. Compiled validation: metrics documents
+    with tens of thousands of values are checked in a fraction of a second (``errors`` takes
+    ~100 us per value). The schema must not need draft 2020-12 keywords beyond draft 7."""
+    try:
+        _compiled(name)(document)
+    except fastjsonschema.JsonSchemaException as exc:
+        return exc.message
+    return None

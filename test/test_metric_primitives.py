@@ -2,11 +2,14 @@
 
 import math
 
+import cc3d
+
 import numpy as np
 import pytest
 
 from evaluation.metrics import binary
-from evaluation.metrics.hausdorff import box_gap, capped_hausdorff, capped_hausdorff_padded_roi, label_boxes
+from evaluation.metrics.hausdorff import box_gap, capped_hausdorff_padded_roi, identity, label_boxes
+from evaluation.metrics import hausdorff as hausdorff_module
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
@@ -85,6 +88,11 @@ def test_pair_iou_is_float32():
     assert iou.dtype == np.float32 and iou[0] == np.float32(1 / 3)
 
 
+def capped_hausdorff(a, b, ids, voxel_size, cap):
+    """The fast path on two label images (each id of ``b`` its own piece)."""
+    return hausdorff_module.capped_hausdorff(a, b, identity(b), ids, voxel_size, cap)
+
+
 def _points(shape, *coordinates, value=1):
     volume = np.zeros(shape, np.uint32)
     for c in coordinates:
@@ -144,6 +152,11 @@ def test_fast_hausdorff_equals_the_reference_algorithm(seed):
     fast = capped_hausdorff(a, b, ids, vs, cap)
     slow = capped_hausdorff_padded_roi(a, b, ids, vs, cap)
     assert fast.tobytes() == slow.tobytes()
+    # pieces assigned to random truth ids, several pieces per id (as after matching)
+    pieces, n = cc3d.connected_components(b, return_N=True)
+    piece_ids = np.concatenate([[0], rng.integers(1, 10, size=n)])
+    fast = hausdorff_module.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
+    assert fast.tobytes() == capped_hausdorff_padded_roi(a, piece_ids[pieces], ids, vs, cap).tobytes()
 
 
 def test_box_gap_is_a_lower_bound():
@@ -151,3 +164,30 @@ def test_box_gap_is_a_lower_bound():
     b = _points((1, 1, 20), (0, 0, 15))
     boxes_a, boxes_b = label_boxes(a), label_boxes(b)
     assert box_gap(boxes_a[1], boxes_b[1], np.array([1.0, 1.0, 2.0])) == 30.0
+
+
+@pytest.mark.parametrize("vs", [(8, 8, 8), (10, 4, 4), (3.24, 3.24, 2.5)])
+def test_far_apart_pairs_take_the_tree_path_with_identical_values(vs, monkeypatch):
+    """Small sets far apart in a large volume (the colliding-id case) are measured by nearest
+    neighbours instead of a transform over their huge union box: same float32 bits."""
+    from evaluation.metrics import hausdorff
+
+    calls = []
+    sparse = hausdorff._hausdorff_sparse
+    monkeypatch.setattr(hausdorff, "_hausdorff_sparse", lambda *args: calls.append(1) or sparse(*args))
+    rng = np.random.default_rng(7)
+    a, b = np.zeros((60, 70, 80), np.uint16), np.zeros((60, 70, 80), np.uint16)
+    for g in range(1, 6):
+        z, y, x = rng.integers(0, 10, 3)
+        a[z:z + 4, y:y + 3, x:x + 5] = g
+        b[z + 1:z + 3, y:y + 4, x + 1:x + 6] = g
+        z, y, x = rng.integers(45, 55, 3)
+        b[z:z + 3, y:y + 2, x:x + 4] = g  # a second, distant part with the same id
+    ids = np.arange(1, 6)
+    cap = 1e6
+    pieces, n = cc3d.connected_components(b, return_N=True)  # each id: a near and a distant piece
+    piece_ids = np.zeros(n + 1, np.int64)
+    piece_ids[pieces.ravel()] = b.ravel()
+    fast = hausdorff.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
+    assert fast.tobytes() == capped_hausdorff_padded_roi(a, b, ids, vs, cap).tobytes()
+    assert len(calls) == 5

@@ -2,6 +2,7 @@
 
 import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,3 +143,34 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
     assert all(isinstance(v, float) for v in board.values())
     assert (app / "output" / "detailed_results.html").is_file()
     assert not (app / "output" / "metadata").exists()
+
+
+GRAND_CHALLENGE = Path(__file__).parent / "container" / "grand-challenge"
+
+
+def test_grand_challenge_scenario_matches_its_expected_file(tmp_path):
+    """The scenario test.sh runs in the container, on the host: jobs listed in reverse case
+    order, UUID-named outputs, geometry carried by the .mha files."""
+    from conftest import differences, run_cli, validate_metrics
+
+    run = run_cli(GRAND_CHALLENGE / "input", GRAND_CHALLENGE / "ground-truth", tmp_path / "out")
+    assert run.code == 0, run.stderr
+    validate_metrics(run.metrics)
+    expected = json.loads((GRAND_CHALLENGE / "expected" / "metrics.json").read_text())
+    assert differences(run.metrics, expected) == []
+
+
+def test_grand_challenge_geometry_mismatch_is_a_submission_error(tmp_path):
+    import shutil
+
+    from conftest import run_cli
+
+    shutil.copytree(GRAND_CHALLENGE / "input", tmp_path / "input")
+    output = next((tmp_path / "input").rglob("*.mha"))
+    moved = sitk.ReadImage(str(output))
+    moved.SetOrigin((0.0, 0.0, 0.0))
+    sitk.WriteImage(moved, str(output))
+    run = run_cli(tmp_path / "input", GRAND_CHALLENGE / "ground-truth", tmp_path / "out")
+    assert run.code == 2
+    assert "origin" in run.last_line and run.last_line.startswith("Submission rejected: ")
+    assert run.metrics["failures"][0]["kind"] == "submission"

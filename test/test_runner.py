@@ -19,6 +19,8 @@ def _work(payload):
         raise SubmissionError("crop1/mito: broken chunk")
     if action == "bug":
         raise ZeroDivisionError("oops")
+    if action == "touch":
+        open(payload["path"], "w").close()
     return {"value": payload.get("value"), "nan": float("nan"), "pid": os.getpid()}
 
 
@@ -56,3 +58,16 @@ def test_memory_budget_serialises_big_tasks():
     outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000)
     assert all(o.ok for o in outcomes.values())
     assert time.monotonic() - started >= 1.0
+
+
+def test_a_task_over_the_whole_budget_is_refused_before_it_starts(tmp_path):
+    marker = tmp_path / "started"
+    tasks = [Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000), Task("ok", {"action": "ok"}, memory_bytes=10)]
+    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000)
+    assert outcomes["huge"].kind == "submission" and "memory" in outcomes["huge"].message
+    assert not marker.exists() and outcomes["ok"].ok
+
+
+def test_workers_report_their_peak_memory():
+    outcome = runner.run([Task("ok", {"action": "ok"})], _work, workers=1, memory_bytes=1 << 30)["ok"]
+    assert outcome.peak_rss_mb > 10

@@ -36,6 +36,7 @@ class Outcome:
     kind: str | None = None
     message: str | None = None
     seconds: float = 0.0
+    peak_rss_mb: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -125,13 +125,21 @@ class _Pathological(Exception):
     """The crop cannot be matched; carries the reference's status string (SPEC 7.8)."""
 
 
-def relabel(components: np.ndarray, mapping: dict[int, int], n_pred: int) -> np.ndarray:
-    """Matched components take their truth id; unmatched ones keep their own id, which can
-    collide with a truth id (reference quirk, SPEC 9.1, reproduced)."""
-    top = max([n_pred, *mapping.values()])
-    lut = np.arange(top + 1, dtype=np.min_scalar_type(top))
-    lut[np.fromiter(mapping.keys(), dtype=np.int64)] = np.fromiter(mapping.values(), dtype=np.int64)
-    return lut[components]
+def relabel_table(mapping: dict[int, int], n_pred: int) -> np.ndarray:
+    """Component id -> the id it takes after matching (``fastremap.remap`` with
+    ``preserve_missing_labels``): matched components take their truth id, unmatched ones keep
+    their own id, which can collide with a truth id (reference quirk, SPEC 9.1, reproduced)."""
+    table = np.arange(n_pred + 1, dtype=np.int64)
+    table[np.fromiter(mapping.keys(), dtype=np.int64)] = np.fromiter(mapping.values(), dtype=np.int64)
+    return table
+
+
+def id_accuracy(table, counts, relabelled: np.ndarray) -> float:
+    """``mean(truth == relabelled prediction)`` from the truth-foreground contingency: voxels
+    agree where both are background, or where a component's new id is the truth id."""
+    agree = table.b > 0
+    same = relabelled[table.b[agree].astype(np.intp)] == table.a[agree].astype(np.int64)
+    return float((counts.tn + int(table.count[agree][same].sum())) / counts.total)
 
 
 def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits) -> dict:
@@ -162,17 +170,17 @@ def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limi
             **voi,
         }
 
+    relabelled = np.arange(int(n_pred) + 1)
     if mapping == {0: 0}:
         distances = [0.0]
     elif not mapping:
         distances = [cap]
     else:
-        components = relabel(components, {0: 0, **mapping}, int(n_pred))
-        truth_ids = np.unique(table.a)
-        per_gt = capped_hausdorff(truth, components, truth_ids, voxel_size, cap)
+        relabelled = relabel_table({0: 0, **mapping}, int(n_pred))
+        per_gt = capped_hausdorff(truth, components, relabelled, np.unique(table.a), voxel_size, cap)
         unmatched = np.full(int(n_pred) - len(mapping), cap, dtype=np.float32)
         distances = np.concatenate([per_gt, unmatched]).astype(np.float64)
-    mean_accuracy = float(np.count_nonzero(truth == components) / truth.size)
+    mean_accuracy = id_accuracy(table, counts, relabelled)
     normalized = float(np.mean(normalize_distances(distances, voxel_size)))
     return {
         "mean_accuracy": mean_accuracy,
@@ -313,11 +321,22 @@ class Options:
         )
 
 
-def _memory_estimate(grid: Grid, source_shape, instance: bool) -> int:
-    """Peak bytes of one pair: truth, aligned prediction, components, relabelled copy and
-    masks for instance labels; the source (float64 when resampled) on top."""
-    target = int(np.prod(grid.shape))
-    return target * (48 if instance else 16) + int(np.prod(source_shape)) * 16
+# Measured peak bytes per crop voxel beyond the interpreter (bench/cellmap_crop.py: 21 at 256^3
+# and 20.5 at 512^3 for uint32 instance labels), with headroom.
+INSTANCE_BYTES_PER_VOXEL = 24
+SEMANTIC_BYTES_PER_VOXEL = 10
+WORKER_BASELINE_BYTES = 200 * 2**20
+
+
+def _memory_estimate(grid: Grid, source, instance: bool) -> int:
+    """Peak bytes of one pair: per-voxel working set of the crop, plus the submitted array
+    as stored (as float64 twice over if it must be resampled), plus the worker's baseline."""
+    target = int(np.prod(grid.shape, dtype=np.float64))
+    source_voxels = int(np.prod(source.shape, dtype=np.float64))
+    resampled = source_voxels != target
+    per_source = np.dtype(source.dtype).itemsize + (16 if resampled else 0)
+    per_target = INSTANCE_BYTES_PER_VOXEL if instance else SEMANTIC_BYTES_PER_VOXEL
+    return target * per_target + source_voxels * per_source + WORKER_BASELINE_BYTES
 
 
 @register
@@ -361,7 +380,7 @@ class CellMap(Suite):
                     "grid": asdict(grid), "instance": label in options.instance_classes,
                     "limits": asdict(limits),
                 }
-                estimate = _memory_estimate(grid, source.shape, label in INSTANCE_CLASSES)
+                estimate = _memory_estimate(grid, source, label in options.instance_classes)
                 tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate))
         context = {"fixed": fixed, "options": asdict(options), "total_evals": len(manifest)}
         _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
