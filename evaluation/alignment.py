@@ -116,12 +116,24 @@ def _place(image: np.ndarray, offset: np.ndarray, shape: tuple[int, ...]) -> np.
     return result
 
 
-def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str) -> np.ndarray:
+def inferred_scale(source_shape, grid: Grid) -> np.ndarray | None:
+    """head (6b9ad68, ``MatchedCrop._load_source_array``): a large array without a voxel size
+    whose every axis is at least as long as the crop's, and not all equal, is taken to be
+    finer by the shape ratio and downsampled block by block by ``target / source``."""
+    ratios = np.asarray(source_shape, dtype=np.float64) / np.asarray(grid.shape, dtype=np.float64)
+    if np.all(ratios >= 1.0) and not np.allclose(ratios, 1.0):
+        return 1.0 / ratios
+    return None
+
+
+def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
+          infer_scale_from_shape: bool = False) -> np.ndarray:
     """The submitted array ``source`` (anything with shape/dtype; ``read(region)`` loads a
     region of it) as an array of ``grid.shape`` on the target grid.
 
     ``instance`` chooses nearest-neighbour resampling and must come from the reference's
-    global instance class list (SPEC 4, quirk 9.10)."""
+    global instance class list (SPEC 4, quirk 9.10). ``infer_scale_from_shape`` adds head's
+    rule for large arrays without a voxel size (``inferred_scale``); v2 centre-crops them."""
     ndim = len(grid.shape)
     if len(source.shape) != ndim:
         raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
@@ -136,8 +148,12 @@ def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio:
     voxel_size, translation = source_geometry(attrs, ndim, display)
     target_vs = np.asarray(grid.voxel_size, dtype=np.float64)
     resample = voxel_size is not None and not np.allclose(voxel_size, target_vs)
-    if resample and np.prod(source.shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB:
-        image = _rescale_blocks(read, tuple(source.shape), source.dtype, voxel_size / target_vs, instance)
+    large = np.prod(source.shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB
+    scale = voxel_size / target_vs if resample else None
+    if scale is None and voxel_size is None and large and infer_scale_from_shape:
+        scale = inferred_scale(source.shape, grid)
+    if scale is not None and large:
+        image = _rescale_blocks(read, tuple(source.shape), source.dtype, scale, instance)
     else:
         image = read(Ellipsis)
         if resample:

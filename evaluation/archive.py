@@ -7,10 +7,12 @@ while extracting instead of trusting the archive's headers. Archives inside the 
 not unpacked. Violations are ``SubmissionError``s naming the entry.
 """
 
+import lzma
 import shutil
 import stat
 import tarfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -19,6 +21,8 @@ from evaluation.errors import SubmissionError
 
 _log = log.get(__name__)
 _COPY_BLOCK = 1 << 20
+# What a corrupt or truncated archive raises while being read, beyond the archive modules' own.
+_CORRUPT = (EOFError, OSError, RuntimeError, NotImplementedError, zlib.error, lzma.LZMAError)
 ZIP_SUFFIXES = (".zip",)
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
@@ -118,7 +122,7 @@ def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_byt
 def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (zipfile.BadZipFile, *_CORRUPT) as exc:
         raise SubmissionError(f"{archive.name} is not a readable zip archive ({exc})") from None
     with zf:
         infos = zf.infolist()
@@ -132,14 +136,14 @@ def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
             try:
                 with zf.open(info) as source:
                     writer.file(info.filename, source, info.compress_size)
-            except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError) as exc:
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, *_CORRUPT) as exc:
                 raise SubmissionError(f"archive entry {info.filename!r} cannot be read ({exc}); the archive may be truncated or corrupt") from None
 
 
 def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         tf = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except (tarfile.TarError, *_CORRUPT) as exc:
         raise SubmissionError(f"{archive.name} is not a readable tar archive ({exc})") from None
     with tf:
         try:
@@ -154,7 +158,7 @@ def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
                     writer.file(member.name, tf.extractfile(member))
                 else:
                     raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
-        except (tarfile.TarError, EOFError, OSError, zipfile.BadZipFile) as exc:
+        except (tarfile.TarError, *_CORRUPT) as exc:
             raise SubmissionError(f"{archive.name} cannot be read to the end ({exc}); the archive may be truncated or corrupt") from None
 
 

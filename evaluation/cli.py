@@ -35,7 +35,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         ),
         epilog=(
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
-            "1 internal error. With no arguments the container's paths are used."
+            "1 internal error. With no arguments the container's paths are used. "
+            "Organizer subcommands: 'rescore' (many submissions, on Dask) and 'rank' (ranking "
+            "uncertainty); see 'python -m evaluation rescore --help'."
         ),
     )
     parser.add_argument("--input", type=Path, default=CONTAINER_INPUT,
@@ -71,12 +73,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         )
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
-    document = {
-        "grader": {"name": "evaluation", "version": __version__},
-        "suite": suite.name,
-        **result.metrics,
-        "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
-    }
+    document = report.metrics_document(suite.name, result.metrics, outcomes)
     written = report.write(platform.output, document, result.files)
     platform.publish(result, written)
     for failure in failures:
@@ -98,7 +95,15 @@ def _last_line(text: str) -> None:
     print(" ".join(text.split()), file=sys.stderr, flush=True)
 
 
+SUBCOMMANDS = ("rescore", "rank")  # organizer operations, see evaluation/operations.py
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        from evaluation.operations import main as operations
+
+        return operations(argv)
     args = parse_args(argv)
     log.configure(args.log_level)
     try:

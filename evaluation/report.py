@@ -20,6 +20,20 @@ from evaluation.errors import GraderError
 METRICS_FILE = "metrics.json"
 
 
+def metrics_document(suite_name: str, metrics: dict, outcomes: dict) -> dict:
+    """metrics.json for one submission: the suite's ``case``/``aggregates`` and the cases that
+    failed, with who wrote it. The command line and ``rescore`` both write exactly this."""
+    from evaluation import __version__
+
+    failures = [o for o in outcomes.values() if not o.ok]
+    return {
+        "grader": {"name": "evaluation", "version": __version__},
+        "suite": suite_name,
+        **metrics,
+        "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
+    }
+
+
 def sanitize(value):
     """A JSON-safe copy: numpy scalars to Python, non-finite floats to None, tuples to lists."""
     if isinstance(value, dict):

@@ -1,5 +1,6 @@
-"""Parity with the official CellMap evaluator (v2 = 0f50f70) on all 14 conformance cases,
-through the public command line, as the platforms run it."""
+"""Parity with the official CellMap evaluator on all 14 conformance cases, through the public
+command line, as the platforms run it: v2 = 0f50f70 (the default) and head = 6b9ad68
+(``version: head``)."""
 
 import json
 import zipfile
@@ -8,8 +9,14 @@ import pytest
 
 from conftest import FIXTURES, differences, run_cli, validate_metrics
 
-EXPECTED = json.loads((FIXTURES / "cellmap" / "expected-v2.json").read_text())["cases"]
-COUNTS = ("num_voxels", "total_evals", "num_evals_done")
+VERSIONS = ("v2", "head")
+EXPECTED = {v: json.loads((FIXTURES / "cellmap" / f"expected-{v}.json").read_text())["cases"] for v in VERSIONS}
+COUNTS = ("num_voxels", "total_evals", "num_evals_done", "tp", "fp", "fn", "n_hausdorff")
+CASES = [(version, case) for version in VERSIONS for case in sorted(EXPECTED[version])]
+
+
+def phase_yaml(version: str) -> str:
+    return "suite: cellmap\n" + ("" if version == "v2" else f"version: {version}\n")
 
 
 def _split(scores: dict) -> tuple[dict, dict]:
@@ -19,21 +26,22 @@ def _split(scores: dict) -> tuple[dict, dict]:
     return crops, rest
 
 
-@pytest.mark.parametrize("case", sorted(EXPECTED))
-def test_case_matches_reference(case, cellmap_phase, tmp_path):
-    phase, submission = cellmap_phase(case)
+@pytest.mark.parametrize(("version", "case"), CASES)
+def test_case_matches_reference(version, case, cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase(case, phase_yaml(version))
     run = run_cli(submission, phase, tmp_path / "out")
     assert run.code == 0, run.stderr
     metrics = run.metrics
     validate_metrics(metrics)
+    assert metrics["reference"]["version"] == version
 
-    crops, aggregates = _split(EXPECTED[case]["scores"])
+    crops, aggregates = _split(EXPECTED[version][case]["scores"])
     assert differences(metrics["case"], crops, "case", COUNTS) == []
     got_aggregates = {k: v for k, v in metrics["aggregates"].items() if k in aggregates}
     assert differences(got_aggregates, aggregates, "aggregates", COUNTS) == []
 
     # The reference's own result files, written beside metrics.json, match too.
-    files = EXPECTED[case]["result_files"]
+    files = EXPECTED[version][case]["result_files"]
     for name, expected in files.items():
         written = json.loads((tmp_path / "out" / name).read_text())
         written.pop("git_version", None)

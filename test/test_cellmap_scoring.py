@@ -61,13 +61,18 @@ def test_too_many_instances_is_pathological():
     assert scores["combined_score"] == 0 and scores["hausdorff_distance"] == 128.0
 
 
-def test_semantic_scores_by_hand_and_both_empty():
+def semantic_example():
+    """(prediction, truth) with tp 2, fp 1, fn 2, tn 3."""
     truth = np.zeros((2, 2, 2), np.uint8)
     truth[0] = 1
     pred = np.zeros_like(truth)
     pred[0, 0] = 1
     pred[1, 0, 0] = 1
-    scores = score_semantic(pred, truth)  # tp 2, fp 1, fn 2, tn 3
+    return pred, truth
+
+
+def test_semantic_scores_by_hand_and_both_empty():
+    scores = score_semantic(*semantic_example())  # tp 2, fp 1, fn 2, tn 3
     assert scores["iou"] == pytest.approx(2 / 5) and scores["dice_score"] == pytest.approx(4 / 7)
     assert scores["binary_accuracy"] == 5 / 8
     both_empty = score_semantic(np.zeros(3), np.zeros(3))

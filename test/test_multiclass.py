@@ -324,3 +324,18 @@ def test_ignore_index_through_the_command_line(tmp_path):
     got = [run.metrics["case"]["img0"]["Dice"][str(c)] for c in range(5)]
     assert got[:3] == pytest.approx(dice[:3].tolist(), rel=1e-12) and got[3] is None and got[4] is None
     assert fp[2] == 0  # the predictions on ignored pixels did not count
+
+
+def test_unknown_prediction_labels_fail_the_case_unless_ignored(tmp_path):
+    """-1 and 2**63 are no class of the phase: reported by default, nnU-Net's 'no class' on request."""
+    from evaluation.errors import SubmissionError
+    from evaluation.metrics.confusion import ClassIndex
+    from evaluation.suites.multiclass import refuse_unknown_labels
+
+    index = ClassIndex([0, 1, 2])
+    refuse_unknown_labels(np.array([0, 1, 2, 2]), index, "case.nii.gz")
+    with pytest.raises(SubmissionError, match=r"case.nii.gz: .*\(-1\); expected only 0, 1, 2"):
+        refuse_unknown_labels(np.array([0, -1, 2]), index, "case.nii.gz")
+    with pytest.raises(SubmissionError, match=str(2**63 - 5)):
+        refuse_unknown_labels(np.array([0, 2**63 - 5], dtype=np.uint64), index, "case.nii.gz")
+    refuse_unknown_labels(np.array([0, 255]), ClassIndex([0, 1], ignore_index=255), "case.nii.gz")

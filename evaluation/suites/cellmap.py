@@ -1,17 +1,26 @@
 """CellMap Segmentation Challenge, reproducing the official evaluator.
 
-Reference: janelia-cellmap/cellmap-segmentation-challenge, ``v2`` = commit 0f50f70
-(``utils/eval_utils``: ``scoring.py``, ``instance_matching.py``, ``distance.py``,
-``aggregation.py``, ``submission.py``; ``utils/matched_crop.py``). Definitions, constants and
-quirks follow ``SPEC.md`` of the conformance kit; section numbers below refer to it.
+Reference: janelia-cellmap/cellmap-segmentation-challenge, ``v2`` = commit 0f50f70 and
+``head`` = commit 6b9ad68 (``utils/eval_utils``: ``scoring.py``, ``instance_matching.py``,
+``distance.py``, ``aggregation.py``, ``submission.py``; ``utils/matched_crop.py``).
+Definitions, constants and quirks follow ``SPEC.md`` of the conformance kit; section numbers
+below refer to it (part A = v2, part B / section 10 = head).
 
 A submission is a zarr with one group per test crop (``crop<N>``) and one array per label.
 Every array of every crop of ``truth.zarr`` is scored: instance classes by connected
-components, min-cost-flow matching, per-instance Hausdorff and id accuracy; the others as
-semantic masks. Missing crops and labels score as empty. Results are aggregated per label
-weighted by voxel count, and into overall instance, semantic and combined scores.
+components, min-cost-flow matching and per-instance Hausdorff; the others as semantic masks.
+Intake, alignment, masks, matching and the Hausdorff primitive are shared by both versions.
+
+- ``v2`` scores each (crop, label) (id accuracy, mean normalised Hausdorff, IoU/Dice) and
+  averages over crops weighted by voxel count.
+- ``head`` keeps raw counts per (crop, label) (matching tp/fp/fn, the sum and number of
+  normalised Hausdorff values, voxel tp/fp/fn) and pools them per class over crops: F1, mean
+  normalised Hausdorff and their geometric mean for instance classes, IoU for semantic ones;
+  the overall scores are plain means over classes. A label that was not submitted counts every
+  truth instance (instance) or every voxel (semantic) as a false negative.
 """
 
+import functools
 import math
 import os
 from dataclasses import asdict, dataclass, fields
@@ -35,7 +44,11 @@ from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
 
 _log = log.get(__name__)
 
-REFERENCE = {"repository": "janelia-cellmap/cellmap-segmentation-challenge", "v2": "0f50f702687e23a2f302c61dd89a4e0f77a27c06"}
+REFERENCE = {
+    "repository": "janelia-cellmap/cellmap-segmentation-challenge",
+    "v2": "0f50f702687e23a2f302c61dd89a4e0f77a27c06",
+    "head": "6b9ad6893ef1059227917af2a59cc2e61d84fa7e",
+}
 # SPEC 6: membership by exact name; also decides the resampling order, always from this list.
 INSTANCE_CLASSES = ("nuc", "vim", "ves", "endo", "lyso", "ld", "perox", "mito", "np", "mt", "cell", "instance")
 INSTANCE_KEYS = ("mean_accuracy", "hausdorff_distance", "normalized_hausdorff_distance", "combined_score")
@@ -203,6 +216,95 @@ def missing_entry(label: str, instance: bool, voxel_size, shape) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
+# Per-label scoring, head (SPEC 10.1): raw counts, pooled per class in ``combine_pooled``
+
+PATHOLOGICAL_IGNORE, PATHOLOGICAL_UNMATCHED = "ignore", "unmatched"
+
+
+def score_semantic_head(pred: np.ndarray, truth: np.ndarray) -> dict:
+    """Voxel tp/fp/fn of ``pred > 0`` vs ``truth > 0`` (head ``score_semantic``)."""
+    counts = binary_counts(truth > 0, pred > 0)
+    return {"tp": counts.tp, "fp": counts.fp, "fn": counts.fn, "status": "scored"}
+
+
+def pooled_instance_entry(tp: int, fp: int, fn: int, distances: np.ndarray, voxel_size, status: str = "scored") -> dict:
+    """The per-(crop, label) instance record of head: matching counts plus the sum and number
+    of normalised per-instance distances (``score_instance`` return value)."""
+    normalized = normalize_distances(distances, voxel_size)
+    return {"tp": int(tp), "fp": int(fp), "fn": int(fn), "hausdorff_norm_sum": float(np.sum(normalized)),
+            "n_hausdorff": int(normalized.size), "status": status}
+
+
+def pathological_entry_head(status: str, n_truth: int, n_pred: int, cap: float, voxel_size, policy: str) -> dict:
+    """A crop that cannot be matched (SPEC 10.1/10.2).
+
+    ``ignore`` (the reference's ``_create_pathological_scores``): zero counts and no distance,
+    so the crop contributes nothing and a class whose crops are all pathological scores 1.0
+    ("nothing anywhere"). ``unmatched`` (corrected): the crop counts as if nothing matched, as
+    the scored path would count it: every truth instance a false negative and every predicted
+    component a false positive, each with the capped distance."""
+    if policy == PATHOLOGICAL_IGNORE:
+        return {"tp": 0, "fp": 0, "fn": 0, "hausdorff_norm_sum": 0.0, "n_hausdorff": 0, "status": status}
+    distances = np.full(n_truth + n_pred, cap, dtype=np.float32)
+    return pooled_instance_entry(0, n_pred, n_truth, distances, voxel_size, status)
+
+
+def score_instance_head(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits,
+                        pathological: str = PATHOLOGICAL_IGNORE) -> dict:
+    """head ``score_instance`` (SPEC 10.1): one float32 distance per truth id (computed even
+    without a match, so the id collision of SPEC 9.1 also acts then) plus the capped distance
+    for every unmatched component; tp = matched truth ids, fp = unmatched components."""
+    cap = max_distance(voxel_size, truth.shape)
+    components, n_pred = cc3d.connected_components(pred, return_N=True)
+    n_pred = int(n_pred)
+    table = contingency(truth, components, where=truth > 0)
+    truth_ids = np.unique(table.a)
+    try:
+        mapping = match_instances(truth, components, n_pred, table, limits)
+    except _Pathological as exc:
+        return pathological_entry_head(str(exc), int(truth_ids.size), n_pred, cap, voxel_size, pathological)
+    matched = set(mapping) - {0}
+    relabelled = relabel_table({0: 0, **mapping}, n_pred) if matched else np.arange(n_pred + 1)
+    per_gt = capped_hausdorff(truth, components, relabelled, truth_ids, voxel_size, cap)
+    fp = n_pred - len(matched)
+    tp = len(set(mapping.values()) - {0})
+    distances = np.concatenate([per_gt, np.full(fp, cap, dtype=np.float32)])
+    return pooled_instance_entry(tp, fp, int(truth_ids.size) - tp, distances, voxel_size)
+
+
+def missing_entry_head(label: str, instance: bool, voxel_size, shape, n_instances: int) -> dict:
+    """A truth label that was not submitted, head ``empty_label_score``: every truth instance
+    a false negative with normalised distance 0, or every voxel (background included) a false
+    negative."""
+    common = {"num_voxels": int(np.prod(shape)), "voxel_size": list(voxel_size), "is_missing": True, "status": "missing"}
+    if instance:
+        return {"tp": 0, "fp": 0, "fn": n_instances, "hausdorff_norm_sum": 0.0, "n_hausdorff": n_instances, **common}
+    return {"tp": 0, "fp": 0, "fn": int(np.prod(shape)), **common}
+
+
+_SLAB_VOXELS = 1 << 24
+
+
+@functools.lru_cache(maxsize=256)
+def _count_instances_cached(path: str, modified_ns: int) -> int:
+    array = zarr_store.open_array(Path(path), "truth array", trusted=True)
+    shape = tuple(array.shape)
+    step = max(1, _SLAB_VOXELS // max(1, int(np.prod(shape[1:]))))
+    ids = np.zeros(0, dtype=np.uint64)
+    for start in range(0, shape[0], step):
+        slab = zarr_store.read_array(array, "truth array", trusted=True, region=slice(start, start + step))
+        ids = np.union1d(ids, np.unique(slab).astype(np.uint64))
+    return int(np.count_nonzero(ids))
+
+
+def count_instances(truth_path: Path) -> int:
+    """Number of distinct non-zero ids of a truth array, read in slabs of about 16 M voxels
+    (the reference loads the whole array). Cached per path and modification time, because a
+    re-scoring run asks once per submission that misses the label."""
+    return _count_instances_cached(str(truth_path), truth_path.stat().st_mtime_ns)
+
+
+# --------------------------------------------------------------------------------------------
 # Aggregation (SPEC 8)
 
 
@@ -233,6 +335,69 @@ def combine(entries: dict, instance_classes, include_missing: bool) -> dict:
         "overall_semantic_score": overall_semantic,
         "overall_score": (overall_instance * overall_semantic) ** 0.5,
     }
+
+
+def _pooled_counts(entries: dict, instance_classes, include_missing: bool) -> dict[str, dict]:
+    """Per class, the sums of tp/fp/fn (and of the Hausdorff sum/count for instance classes)
+    over its crop entries, in first-seen order."""
+    pools: dict[str, dict] = {}
+    for labels in entries.values():
+        for label, entry in labels.items():
+            if entry["is_missing"] and not include_missing:
+                continue
+            keys = ("tp", "fp", "fn") + (("hausdorff_norm_sum", "n_hausdorff") if label in instance_classes else ())
+            pool = pools.setdefault(label, dict.fromkeys(keys, 0))
+            for key in keys:
+                pool[key] += entry[key]
+    return pools
+
+
+def _pooled_instance_scores(pool: dict) -> dict:
+    """F1, mean normalised Hausdorff and their geometric mean of one class's pool; a class
+    with no count and no distance anywhere scores 1.0 ("nothing anywhere", SPEC 10.2)."""
+    tp, fp, fn, count = pool["tp"], pool["fp"], pool["fn"], pool["n_hausdorff"]
+    denominator = 2 * tp + fp + fn
+    if denominator == 0 and count == 0:
+        f1 = nhd = combined = 1.0
+    else:
+        f1 = 2 * tp / denominator if denominator > 0 else 0.0
+        nhd = pool["hausdorff_norm_sum"] / count if count > 0 else 0.0
+        combined = (f1 * nhd) ** 0.5
+    return {"f1": f1, "normalized_hausdorff_distance": nhd, "combined_score": combined}
+
+
+def combine_pooled(entries: dict, instance_classes, include_missing: bool) -> dict:
+    """head ``combine_scores`` (SPEC 10.2): counts pooled per class over crops; the overall
+    instance and semantic scores are plain means over classes."""
+    label_scores = {}
+    for label, pool in _pooled_counts(entries, instance_classes, include_missing).items():
+        if label in instance_classes:
+            scores = _pooled_instance_scores(pool)
+        else:
+            denominator = pool["tp"] + pool["fp"] + pool["fn"]
+            scores = {"iou": pool["tp"] / denominator if denominator > 0 else 1.0}
+        label_scores[label] = {**scores, "tp": pool["tp"], "fp": pool["fp"], "fn": pool["fn"]}
+    instance = [s["combined_score"] for c, s in label_scores.items() if c in instance_classes]
+    semantic = [s["iou"] for c, s in label_scores.items() if c not in instance_classes]
+    overall_instance = sum(instance) / len(instance) if instance else 0
+    overall_semantic = sum(semantic) / len(semantic) if semantic else 0
+    return {
+        "label_scores": label_scores,
+        "overall_instance_score": overall_instance,
+        "overall_semantic_score": overall_semantic,
+        "overall_score": (overall_instance * overall_semantic) ** 0.5,
+    }
+
+
+def public_results(everything: dict, submitted: dict) -> dict:
+    """head's participant-facing ``results.json`` (``public_scores``): the overall scores and
+    bookkeeping, and the class scores without counts for classes with a submitted entry."""
+    label_scores = {
+        label: {k: v for k, v in scores.items() if k not in ("tp", "fp", "fn")}
+        for label, scores in everything["label_scores"].items()
+        if label in submitted["label_scores"]
+    }
+    return {"label_scores": label_scores, **{k: v for k, v in everything.items() if k != "label_scores"}}
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,6 +474,7 @@ class Options:
     truth: str = "truth.zarr"
     manifest: str = "manifest.csv"
     instance_classes: tuple[str, ...] = INSTANCE_CLASSES
+    pathological_crops: str = PATHOLOGICAL_IGNORE  # head only, see pathological_entry_head
 
     @classmethod
     def from_phase(cls, phase: Phase) -> "Options":
@@ -318,7 +484,17 @@ class Options:
             truth=o.get("truth", cls.truth),
             manifest=o.get("manifest", cls.manifest),
             instance_classes=tuple(o.get("instance_classes", INSTANCE_CLASSES)),
+            pathological_crops=o.get("pathological_crops", cls.pathological_crops),
         )
+
+    @classmethod
+    def from_context(cls, context: dict) -> "Options":
+        return cls(**{**context, "instance_classes": tuple(context["instance_classes"])})
+
+    @property
+    def pooled(self) -> bool:
+        """head aggregates raw counts (SPEC 10); v2 averages per-crop scores (SPEC 8)."""
+        return self.version == "head"
 
 
 # Measured peak bytes per crop voxel beyond the interpreter (bench/cellmap_crop.py: 21 at 256^3
@@ -380,6 +556,8 @@ class CellMap(Suite):
                     "grid": asdict(grid), "instance": label in options.instance_classes,
                     "limits": asdict(limits),
                 }
+                if options.pooled:
+                    payload.update(version=options.version, pathological_crops=options.pathological_crops)
                 estimate = _memory_estimate(grid, source, label in options.instance_classes)
                 tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate))
         context = {"fixed": fixed, "options": asdict(options), "total_evals": len(manifest)}
@@ -392,11 +570,15 @@ class CellMap(Suite):
         voxel_size = zarr_store.attributes(truth).get("voxel_size") or (grid.voxel_size if grid else None)
         if voxel_size is None:
             raise PhaseError("a truth array has neither a voxel_size attribute nor a manifest row")
-        return missing_entry(label, label in options.instance_classes, voxel_size, truth.shape)
+        instance = label in options.instance_classes
+        if options.pooled:
+            return missing_entry_head(label, instance, voxel_size, truth.shape, count_instances(truth_path) if instance else 0)
+        return missing_entry(label, instance, voxel_size, truth.shape)
 
     def score(self, payload: dict) -> dict:
         grid = Grid(**{k: tuple(v) for k, v in payload["grid"].items()})
         limits = Limits(**payload["limits"])
+        pooled = payload.get("version") == "head"
         truth_array = zarr_store.open_array(Path(payload["truth"]), "truth array", trusted=True)
         truth = zarr_store.read_array(truth_array, "truth array", trusted=True)
         if truth.shape != tuple(grid.shape):
@@ -408,38 +590,38 @@ class CellMap(Suite):
             instance=payload["label"] in INSTANCE_CLASSES,
             read=lambda region: zarr_store.read_array(source, display, region=region),
             max_size_ratio=limits.max_volume_size_ratio, display=display,
+            infer_scale_from_shape=pooled,
         )
         if payload["mask"]:
             mask = zarr_store.read_array(zarr_store.open_array(Path(payload["mask"]), "mask", trusted=True), "mask", trusted=True)
             pred, truth = pred * mask, truth * mask
-        if payload["instance"]:
+        if pooled and payload["instance"]:
+            result = score_instance_head(pred, truth, grid.voxel_size, limits, payload["pathological_crops"])
+        elif pooled:
+            result = score_semantic_head(pred, truth)
+        elif payload["instance"]:
             result = score_instance(pred, truth, grid.voxel_size, limits)
         else:
             result = score_semantic(pred, truth)
         return {**result, "num_voxels": int(truth.size), "voxel_size": list(grid.voxel_size), "is_missing": False}
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
-        options = Options(**{**plan.context["options"], "instance_classes": tuple(plan.context["options"]["instance_classes"])})
+        options = Options.from_context(plan.context["options"])
         entries = {crop: dict(labels) for crop, labels in plan.context["fixed"].items()}
         for task in plan.tasks:
             outcome = outcomes[task.key]
             crop, label = task.payload["crop"], task.payload["label"]
-            if outcome.ok:
-                entry = outcome.value
-            else:
-                grid = task.payload["grid"]
-                entry = missing_entry(label, task.payload["instance"], grid["voxel_size"], grid["shape"])
-                entry.update(status="failed", error=outcome.message)
+            entry = outcome.value if outcome.ok else self._failed(task, outcome, options)
             entries.setdefault(crop, {})[label] = entry
         entries = {crop: entries[crop] for crop in sorted(entries, key=lambda n: (len(n), n))}
-        everything = combine(entries, options.instance_classes, include_missing=True)
-        submitted = combine(entries, options.instance_classes, include_missing=False)
+        combine_with = combine_pooled if options.pooled else combine
+        everything = combine_with(entries, options.instance_classes, include_missing=True)
+        submitted = combine_with(entries, options.instance_classes, include_missing=False)
         bookkeeping = {
             "total_evals": plan.context["total_evals"],
             "num_evals_done": sum(len(labels) for crop, labels in entries.items() if "crop" in crop),
             "git_version": REFERENCE[options.version],
         }
-        results = {**entries, **everything, **bookkeeping}
         metrics = {
             "case": entries,
             "aggregates": {**everything, **bookkeeping, "submitted_only": submitted},
@@ -448,9 +630,31 @@ class CellMap(Suite):
         return Report(
             metrics=metrics,
             leaderboard=leaderboard(everything),
-            case_scores={crop: combine({crop: labels}, options.instance_classes, True)["overall_score"] for crop, labels in entries.items()},
-            files={"results.json": results, "results_submitted_only.json": {**entries, **submitted}},
+            case_scores={crop: combine_with({crop: labels}, options.instance_classes, True)["overall_score"] for crop, labels in entries.items()},
+            files=self._reference_files(entries, everything, submitted, bookkeeping, options),
         )
+
+    @staticmethod
+    def _failed(task: Task, outcome: Outcome, options: Options) -> dict:
+        """A task that failed scores as not submitted, with the reason."""
+        label, grid, instance = task.payload["label"], task.payload["grid"], task.payload["instance"]
+        if options.pooled:
+            n_instances = count_instances(Path(task.payload["truth"])) if instance else 0
+            entry = missing_entry_head(label, instance, grid["voxel_size"], grid["shape"], n_instances)
+        else:
+            entry = missing_entry(label, instance, grid["voxel_size"], grid["shape"])
+        entry.update(status="failed", error=outcome.message)
+        return entry
+
+    @staticmethod
+    def _reference_files(entries: dict, everything: dict, submitted: dict, bookkeeping: dict, options: Options) -> dict:
+        """The result files the reference writes: v2 ``results.json`` (everything) and
+        ``results_submitted_only.json``; head ``results.json`` (public view) and
+        ``results_extended.json`` (everything)."""
+        results = {**entries, **everything, **bookkeeping}
+        if options.pooled:
+            return {"results.json": public_results({**everything, **bookkeeping}, submitted), "results_extended.json": results}
+        return {"results.json": results, "results_submitted_only.json": {**entries, **submitted}}
 
 
 def leaderboard(combined: dict) -> dict[str, float]:

@@ -63,6 +63,7 @@ class Options:
     ignore_index: int | None = None
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
     missing_cases: str = "reject"
+    unknown_labels: str = "reject"
     max_models: int = 1
     baseline: str | None = None
 
@@ -77,6 +78,7 @@ class Options:
             ignore_index=o.get("ignore_index"),
             groups={name: parse_members(name, members) for name, members in (o.get("groups") or {}).items()},
             missing_cases=o.get("missing_cases", cls.missing_cases),
+            unknown_labels=o.get("unknown_labels", cls.unknown_labels),
             max_models=o.get("max_models", cls.max_models),
             baseline=o.get("baseline"),
         )
@@ -260,6 +262,20 @@ def as_labels(volume: images.Volume, display: str, error=SubmissionError) -> np.
     raise error(f"{display}: has data type {array.dtype}; a label map must hold integer class ids")
 
 
+def refuse_unknown_labels(pred: np.ndarray, index: ClassIndex, display: str) -> None:
+    """A prediction value that is no declared class (nor ``ignore_index``) usually means a
+    wrong label convention (-1 for background, 255 for foreground, ids from another dataset).
+    nnU-Net counts such pixels as "no class" (``unknown_labels: ignore``); by default they are
+    reported instead of silently lowering every score."""
+    known = np.array(index.ids + ([index.ignore] if index.ignore is not None else []))
+    if pred.dtype.kind == "b" or (int(pred.min()) >= known.min() and int(pred.max()) <= known.max() and np.isin(pred, known).all()):
+        return
+    unknown = np.setdiff1d(np.unique(pred), known)
+    shown = ", ".join(str(v) for v in unknown[:5]) + (", ..." if unknown.size > 5 else "")
+    raise SubmissionError(f"{display}: holds label values that are not classes of this challenge ({shown}); "
+                          f"expected only {', '.join(map(str, index.ids))}")
+
+
 def without_png_geometry(volume: images.Volume, path: str) -> images.Volume:
     """PNG stores no spacing or origin (SimpleITK reports 1 and 0): compare its shape only."""
     if images.suffix(Path(path)) != ".png":
@@ -282,6 +298,8 @@ def score_case(payload: dict) -> dict:
         images.check_geometry(without_png_geometry(volume, payload["pred"]), without_png_geometry(truth_volume, payload["truth"]),
                               payload["display"])
         pred = as_labels(volume, payload["display"])
+        if payload["unknown_labels"] == "reject":
+            refuse_unknown_labels(pred, index, payload["display"])
     counts = class_counts(truth, pred, index)
     return {key: getattr(counts, key.lower()).tolist() for key in COUNT_KEYS}
 
@@ -413,7 +431,7 @@ class Multiclass(Suite):
                 items = [{"case": c, "truth": str(truth[c]), "pred": str(submitted[c]) if c in submitted else None,
                           "display": files[c]} for c in batch]
                 payload = {"cases": items, "class_ids": list(options.class_ids), "ignore_index": options.ignore_index,
-                           "background": options.background}
+                           "background": options.background, "unknown_labels": options.unknown_labels}
                 tasks.append(Task(key=key, payload=payload, memory_bytes=max(sizes[c] for c in batch) * BYTES_PER_VOXEL + (64 << 20)))
                 keys.update(dict.fromkeys(batch, key))
             layout[model] = {"cases": cases, "files": files, "missing": missing, "tasks": keys}

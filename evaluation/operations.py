@@ -1,0 +1,81 @@
+"""Organizer subcommands: ``python -m evaluation rescore ...`` and ``python -m evaluation rank ...``.
+
+They are for running a leaderboard, not for the platforms: ``rescore`` scores many submissions
+against one phase on a Dask cluster (``evaluation.rescore``), ``rank`` measures how certain the
+resulting ranking is (``evaluation.ranking``). Both need the ``ops`` extra
+(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). Exit status: 0 done, 1 an
+error (the last stderr line says which), or for ``rescore`` some unit that a re-run would try
+again (an internal error or a worker that kept dying).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from evaluation import log
+from evaluation.errors import EXIT_INTERNAL, EXIT_OK, GraderError
+
+COMMANDS = ("rescore", "rank")
+_log = log.get("evaluation")
+
+
+def parse_args(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    rescore = commands.add_parser("rescore", help="score every submission of a folder against one phase, on Dask")
+    rescore.add_argument("--ground-truth", type=Path, required=True, help="phase folder (phase.yaml + ground truth)")
+    rescore.add_argument("--submissions", type=Path, required=True, help="folder with one subfolder or archive (.zip, .tar.gz, ...) per submission")
+    rescore.add_argument("--output", type=Path, required=True,
+                         help="receives <submission>/metrics.json, leaderboard.csv/.json and the resumable state (.rescore/)")
+    rescore.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)")
+    rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
+    rescore.add_argument("--log-level", default=None)
+
+    rank = commands.add_parser("rank", help="bootstrap ranking uncertainty over cases")
+    rank.add_argument("inputs", nargs="+", type=Path,
+                      help="a rescore output folder, submission result folders, case_scores.json or metrics.json files")
+    rank.add_argument("--output", type=Path, required=True, help="receives ranking.json, ranking.png, pairwise.png, ranking.html")
+    rank.add_argument("--resamples", type=int, default=1000)
+    rank.add_argument("--seed", type=int, default=0)
+    rank.add_argument("--confidence", type=float, default=0.95, help="level of the intervals (default 0.95)")
+    rank.add_argument("--null-as", type=float, default=None,
+                      help="value for a case score that is null (default: refuse such input)")
+    rank.add_argument("--log-level", default=None)
+    return parser.parse_args(argv)
+
+
+def _rescore(args) -> int:
+    from evaluation.rescore import rescore
+
+    summary = rescore(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    print(json.dumps(summary), flush=True)
+    return EXIT_INTERNAL if summary["retry"] else EXIT_OK
+
+
+def _rank(args) -> int:
+    from evaluation import ranking, ranking_report
+
+    scores = ranking.load(args.inputs, null_as=args.null_as)
+    result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
+    written = ranking_report.write(args.output, result)
+    print(json.dumps({"submissions": len(scores.names), "cases": len(scores.cases), "written": [str(p) for p in written]}), flush=True)
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    log.configure(args.log_level)
+    try:
+        return _rescore(args) if args.command == "rescore" else _rank(args)
+    except GraderError as exc:
+        _log.error("operation_failed", command=args.command, message=str(exc))
+        message = str(exc)
+    except Exception as exc:
+        _log.exception("internal_error", command=args.command)
+        message = f"internal error: {type(exc).__name__}: {exc}"
+    sys.stderr.flush()
+    print(f"{args.command} failed: {message}", file=sys.stderr, flush=True)
+    return EXIT_INTERNAL

@@ -1,0 +1,208 @@
+"""Re-scoring on Dask distributed: results identical to the command line's, a worker killed
+mid-run changes nothing, a killed run resumes without recomputing finished units."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from conftest import FIXTURES, ROOT, run_cli
+from evaluation import rescore
+from evaluation.suites.base import Outcome
+
+CASE = FIXTURES / "cellmap" / "cases" / "b_split_merge_jitter"
+PLANNABLE = ("broken_label", "jitter", "missing_crop", "perfect", "zipped")
+
+
+def _zip(folder: Path, archive: Path) -> None:
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in sorted(folder.rglob("*")):
+            z.write(path, path.relative_to(folder).as_posix())
+
+
+def make_submissions(root: Path) -> tuple[Path, Path]:
+    """A CellMap phase (conformance case b) and six submissions: the case's own (as a folder
+    and as a zip), the truth itself, one without a crop, one with an unusable label (a failed
+    case) and one without any zarr (rejected)."""
+    phase, subs = root / "phase", root / "subs"
+    shutil.copytree(CASE / "truth.zarr", phase / "truth.zarr")
+    shutil.copy(CASE / "manifest.csv", phase / "manifest.csv")
+    (phase / "phase.yaml").write_text("suite: cellmap\n")
+    for name in ("jitter", "missing_crop", "broken_label"):
+        shutil.copytree(CASE / "submission.zarr", subs / name / "submission.zarr")
+    shutil.copytree(CASE / "truth.zarr", subs / "perfect" / "submission.zarr")
+    shutil.rmtree(subs / "missing_crop" / "submission.zarr" / "crop114")
+    label = subs / "broken_label" / "submission.zarr" / "crop102" / "mito_mem"
+    shutil.rmtree(label)
+    zarr.create_array(str(label), data=np.zeros((64, 64), np.uint8), zarr_format=2)  # 2-D: unusable
+    _zip(CASE / "submission.zarr", subs / "zipped.zip")
+    (subs / "empty").mkdir()
+    (subs / "empty" / "notes.txt").write_text("no zarr here")
+    return phase, subs
+
+
+def run_rescore(phase: Path, subs: Path, out: Path, *extra: str, wait: bool = True):
+    command = [sys.executable, "-m", "evaluation", "rescore", "--ground-truth", str(phase), "--submissions", str(subs),
+               "--output", str(out), *extra]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if not wait:
+        return process
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def unit_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in (out / rescore.STATE_DIR / "units").rglob("*.json")}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The submissions, and each one scored alone by the command line (the reference result)."""
+    root = tmp_path_factory.mktemp("rescore")
+    phase, subs = make_submissions(root)
+    single = {}
+    for name in ("jitter", "perfect", "missing_crop", "broken_label"):
+        run = run_cli(subs / name, phase, root / "cli" / name)
+        assert run.code == (2 if name == "broken_label" else 0), run.stderr
+        single[name] = run.output
+    single["zipped"] = single["jitter"]
+    return phase, subs, single
+
+
+def assert_identical_to_cli(out: Path, single: dict) -> None:
+    for name, cli_out in single.items():
+        for path in sorted(cli_out.iterdir()):
+            assert json.loads((out / name / path.name).read_text()) == json.loads(path.read_text()), f"{name}/{path.name}"
+
+
+def assert_leaderboard(out: Path, single: dict) -> None:
+    table = json.loads((out / "leaderboard.json").read_text())
+    order = [(row["rank"], row["submission"], row["status"]) for row in table["rows"]]
+    assert order == [(1, "perfect", "scored"), (2, "jitter", "scored"), (2, "zipped", "scored"),
+                     (4, "missing_crop", "scored"), (None, "broken_label", "failed"), (None, "empty", "rejected")]
+    scores = [row["overall_score"] for row in table["rows"][:4]]
+    assert scores == sorted(scores, reverse=True) and scores[0] == 1.0
+    assert scores[1] == json.loads((single["jitter"] / "metrics.json").read_text())["aggregates"]["overall_score"]
+    with open(out / "leaderboard.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["submission"] for r in rows] == [row["submission"] for row in table["rows"]]
+    assert float(rows[0]["overall_score"]) == 1.0 and rows[5]["rank"] == "" and "no zarr" in rows[5]["message"]
+    case_scores = json.loads((out / "jitter" / rescore.CASE_SCORES_FILE).read_text())
+    assert set(case_scores["case_scores"]) == {"crop102", "crop114"}
+
+
+def test_rescore_on_a_cluster_with_a_worker_killed_mid_run(setup, tmp_path):
+    """An existing 2-worker cluster (--scheduler); one worker is killed while it scores a
+    unit. Dask moves the unit; every result is still identical to the command line's."""
+    from dask.distributed import Client, LocalCluster
+
+    phase, subs, single = setup
+    out = tmp_path / "out"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+        pids = client.run(os.getpid)
+        process = run_rescore(phase, subs, out, "--scheduler", cluster.scheduler_address, wait=False)
+        killed = None
+        while process.poll() is None and killed is None:
+            for address, keys in client.processing().items():
+                running = [k for k in keys if str(k).startswith("unit-")]
+                if running:
+                    os.kill(pids[address], signal.SIGKILL)
+                    killed = running
+                    break
+            time.sleep(0.01)
+        stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr[-3000:]
+    assert killed, "no unit was running when the test meant to kill its worker"
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert (summary["scored"], summary["failed"], summary["rejected"], summary["retry"]) == (4, 1, 1, [])
+    stored = {Path(name).stem for name in unit_files(out)}
+    assert summary["units_computed"] == len(stored)
+    assert {k.removeprefix("unit-") for k in killed} <= stored  # the lost units were scored elsewhere
+    assert_identical_to_cli(out, single)
+    assert_leaderboard(out, single)
+
+
+def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
+    phase, subs, single = setup
+    out = tmp_path / "out"
+    process = run_rescore(phase, subs, out, "--workers", "1", wait=False)
+    before = {}
+    while process.poll() is None and not before:
+        before = unit_files(out)
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)  # the driver, its cluster and its worker
+    process.communicate()
+    before = unit_files(out)
+    assert before, "the first run ended before any unit was stored"
+
+    summary = run_rescore(phase, subs, out, "--workers", "1")
+    after = unit_files(out)
+    assert {k: after[k] for k in before} == before  # finished units were not written again
+    assert summary["units_reused"] >= len(before)
+    assert summary["units_computed"] + summary["units_reused"] == len(after)
+    assert_identical_to_cli(out, single)
+
+    again = run_rescore(phase, subs, out, "--workers", "1")
+    assert again["units_computed"] == 0 and again["submissions_reused"] == len(PLANNABLE) + 1
+
+    shutil.rmtree(subs / "missing_crop" / "submission.zarr")  # a participant replaces a submission
+    shutil.copytree(CASE / "submission.zarr", subs / "missing_crop" / "submission.zarr")
+    changed = run_rescore(phase, subs, out, "--workers", "1")
+    assert changed["submissions_reused"] == len(PLANNABLE) and changed["units_computed"] == 4
+    assert json.loads((out / "missing_crop" / "metrics.json").read_text())["case"] == \
+        json.loads((single["jitter"] / "metrics.json").read_text())["case"]
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces, without a cluster
+
+
+def test_only_deterministic_outcomes_are_stored(tmp_path, cellmap_phase):
+    phase, submission = cellmap_phase("b_split_merge_jitter")
+    good = {"crop": "crop102", "label": "mito_mem", "display": "x", "truth": str(phase / "truth.zarr" / "crop102" / "mito_mem"),
+            "pred": str(submission / "submission.zarr" / "crop102" / "mito_mem"), "mask": None, "instance": False,
+            "grid": {"voxel_size": [8.0] * 3, "shape": [64] * 3, "translation": [0.0] * 3}, "limits": {}}
+    record = rescore.score_unit("cellmap", "crop102/mito_mem", good, str(tmp_path / "ok.json"))
+    assert record["value"]["status"] == "scored" and (tmp_path / "ok.json").is_file()
+    missing_pred = {**good, "pred": str(tmp_path / "nothing")}
+    record = rescore.score_unit("cellmap", "k", missing_pred, str(tmp_path / "bad.json"))
+    assert record["kind"] == "submission" and (tmp_path / "bad.json").is_file()
+    broken_phase = {**good, "truth": str(tmp_path / "nothing")}
+    record = rescore.score_unit("cellmap", "k", broken_phase, str(tmp_path / "internal.json"))
+    assert record["kind"] == "internal" and not (tmp_path / "internal.json").exists()
+
+
+def test_unit_id_depends_on_phase_submission_and_payload():
+    base = rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 1})
+    assert base == rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 1})
+    assert len({base, rescore.unit_id("q", "s", "cellmap", "crop1/mito", {"a": 1}),
+                rescore.unit_id("p", "t", "cellmap", "crop1/mito", {"a": 1}),
+                rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 2})}) == 4
+
+
+def test_ranking_direction_and_ties():
+    def entry(name, value, status=rescore.SCORED):
+        e = rescore.Entry(name, Path(name), "", Path(name))
+        e.status, e.leaderboard = status, {"score": value}
+        return e
+
+    entries = [entry("a", 0.5), entry("b", 0.9), entry("c", 0.5), entry("d", 0.1), entry("e", 0.99, rescore.FAILED)]
+    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", True)] == [(1, "b"), (2, "a"), (2, "c"), (4, "d"), (None, "e")]
+    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", False)] == [(1, "d"), (2, "a"), (2, "c"), (4, "b"), (None, "e")]
+
+
+def test_outcome_round_trip():
+    record = {"key": "k", "value": {"x": float("nan")}, "seconds": 1.5}
+    outcome = rescore.to_outcome(json.loads(json.dumps(record, allow_nan=True)))
+    assert isinstance(outcome, Outcome) and outcome.ok and np.isnan(outcome.value["x"])
