@@ -1,0 +1,226 @@
+"""Volumes read a z-slab at a time, and work mapped over slabs on a few threads.
+
+Full-size tomography volumes (1080 x 1280 x 1280 voxels, 7 GB as float32) do not fit a
+scoring container next to their ground truth, so they are never loaded whole: ``open_slabs``
+gives an object whose ``read(z0, z1)`` returns slices ``z0 <= z < z1`` of the first axis.
+
+- NumPy ``.npy``: the header is parsed (never unpickled), slabs come from positioned reads of
+  the file (no memory map, so resident memory stays bounded by the slabs in flight);
+- HDF5: hyperslab reads of one dataset (links, external storage and virtual datasets refused,
+  as in ``images.hdf5_dataset``); h5py serialises calls, which a lock makes explicit;
+- zarr: region reads of one array (codec whitelist of ``zarr_store``);
+- TIFF: one page per slice when the file is a plain page stack, else the series whole;
+- other formats (MetaImage, NIfTI, NRRD): read whole by ``images.read`` and sliced.
+"""
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import PhaseError, SubmissionError
+from evaluation.readers import images
+
+_NUMERIC_KINDS = "biuf"
+
+
+class Slabs:
+    """A 3-D array read slab by slab. ``display`` names it in messages."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    display: str
+    attrs: dict
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Npy(Slabs):
+    def __init__(self, path: Path, display: str, error):
+        self.display, self.attrs, self._error = display, {}, error
+        self._file = open(path, "rb")
+        try:
+            version = np.lib.format.read_magic(self._file)
+            reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if reader is None:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, fortran, dtype = reader(self._file)
+        except ValueError as exc:
+            self._file.close()
+            raise error(f"{display}: not a readable .npy file ({exc})") from None
+        if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
+            self._file.close()
+            raise error(f"{display}: holds {dtype} values; save a plain numeric array (never pickled objects)")
+        self.shape, self.dtype, self._fortran = tuple(shape), dtype, fortran
+        self._offset = self._file.tell()
+        expected = self._offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if os.fstat(self._file.fileno()).st_size < expected:
+            self._file.close()
+            raise error(f"{display}: the file is shorter than its header says; it may be truncated")
+        self._whole = None
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        if self._fortran:  # column-major: a slab is scattered over the file, read it once
+            if self._whole is None:
+                self._whole = np.load(self._file.name, allow_pickle=False, mmap_mode="r")
+            return np.ascontiguousarray(self._whole[z0:z1])
+        plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
+        view = memoryview(out.reshape(-1).view(np.uint8))
+        done, start = 0, self._offset + z0 * plane
+        while done < view.nbytes:
+            got = os.preadv(self._file.fileno(), [view[done:]], start + done)
+            if got <= 0:
+                raise self._error(f"{self.display}: the file ended early; it may be truncated")
+            done += got
+        return out
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class _Hdf5(Slabs):
+    def __init__(self, path: Path, key: str | None, display: str, error):
+        import h5py
+
+        self.display, self._lock = display, threading.Lock()
+        try:
+            self._handle = h5py.File(path, "r")
+        except OSError as exc:
+            raise error(f"{display}: cannot be read as HDF5 ({exc})") from None
+        try:
+            self._dataset = images.hdf5_dataset(self._handle, key, display)
+        except SubmissionError as exc:
+            self._handle.close()
+            raise error(str(exc)) from None
+        self.shape, self.dtype = tuple(self._dataset.shape), self._dataset.dtype
+        self.attrs = {k: v for k, v in self._dataset.attrs.items()}
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        with self._lock:
+            return self._dataset[z0:z1]
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class _Zarr(Slabs):
+    def __init__(self, path: Path, key: str | None, display: str, trusted: bool):
+        from evaluation.readers import zarr_store
+
+        self._store, self.display, self._trusted = zarr_store, display, trusted
+        target = path / key if key else path
+        if zarr_store.node_kind(target) != zarr_store.ARRAY:
+            arrays = zarr_store.array_names(target)
+            if len(arrays) != 1:
+                raise (PhaseError if trusted else SubmissionError)(f"{display}: expected one array in the zarr, found {len(arrays)}")
+            target = target / arrays[0]
+        self._array = zarr_store.open_array(target, display, trusted=trusted)
+        self.shape, self.dtype = tuple(self._array.shape), np.dtype(self._array.dtype)
+        self.attrs = zarr_store.attributes(self._array)
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        return self._store.read_array(self._array, self.display, trusted=self._trusted, region=slice(z0, z1))
+
+
+class _Tiff(Slabs):
+    def __init__(self, path: Path, display: str, error):
+        import tifffile
+
+        self.display, self.attrs, self._lock, self._whole = display, {}, threading.Lock(), None
+        try:
+            self._tif = tifffile.TiffFile(path, is_ome=False)
+            series = self._tif.series[0]
+        except Exception as exc:  # tifffile raises many types for malformed files
+            raise error(f"{display}: cannot be read as TIFF ({type(exc).__name__}: {exc})") from None
+        self.shape, self.dtype = tuple(series.shape), np.dtype(series.dtype)
+        pages = series.pages
+        self._by_page = len(self.shape) == 3 and len(pages) == self.shape[0] and all(
+            p is not None and tuple(p.shape) == self.shape[1:] for p in pages[:2])
+        self._series, self._error = series, error
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        try:
+            with self._lock:
+                if self._by_page:
+                    return np.stack([self._series.pages[i].asarray() for i in range(z0, z1)]) if z1 > z0 else \
+                        np.empty((0, *self.shape[1:]), self.dtype)
+                if self._whole is None:
+                    self._whole = self._series.asarray()
+                return self._whole[z0:z1]
+        except Exception as exc:
+            raise self._error(f"{self.display}: its data cannot be read ({type(exc).__name__}: {exc})") from None
+
+    def close(self) -> None:
+        self._tif.close()
+
+
+class _Whole(Slabs):
+    def __init__(self, volume: images.Volume, display: str):
+        self._array, self.display, self.attrs = volume.array, display, volume.attrs or {}
+        self.shape, self.dtype = tuple(self._array.shape), self._array.dtype
+
+    def read(self, z0: int, z1: int) -> np.ndarray:
+        return self._array[z0:z1]
+
+
+def open_slabs(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False) -> Slabs:
+    """A slab reader for ``path``; ``key`` selects the HDF5 dataset or zarr array. Problems
+    raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files)."""
+    display = display or path.name
+    error = PhaseError if trusted else SubmissionError
+    if not path.exists():
+        raise error(f"{display}: file not found")
+    kind = images.suffix(path)
+    if kind in images.NUMPY_SUFFIXES:
+        slabs = _Npy(path, display, error)
+    elif kind in images.HDF5_SUFFIXES:
+        slabs = _Hdf5(path, key, display, error)
+    elif kind in images.ZARR_SUFFIXES:
+        slabs = _Zarr(path, key, display, trusted)
+    elif kind in images.TIFF_SUFFIXES:
+        slabs = _Tiff(path, display, error)
+    elif kind in images.SUFFIXES:
+        try:
+            slabs = _Whole(images.read(path, key, display), display)
+        except SubmissionError as exc:
+            raise error(str(exc)) from None
+    else:
+        raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(images.SUFFIXES)}")
+    if slabs.dtype.kind not in _NUMERIC_KINDS:
+        slabs.close()
+        raise error(f"{display}: has data type {slabs.dtype}; expected numbers")
+    return slabs
+
+
+def slab_bounds(n: int, size: int, align: int = 1) -> list[tuple[int, int]]:
+    """``[(z0, z1), ...]`` covering ``0 <= z < n`` in slabs of ``size`` slices (rounded up to a
+    multiple of ``align``, so that 2 x 2 x 2 packed blocks are never split)."""
+    size = max(align, -(-max(1, size) // align) * align)
+    return [(z, min(z + size, n)) for z in range(0, n, size)]
+
+
+def map_slabs(function, bounds: list[tuple[int, int]], threads: int) -> list:
+    """``[function(z0, z1) for each slab]`` on ``threads`` threads (numpy releases the GIL in
+    its kernels, so slabs overlap I/O and compute); results in slab order."""
+    if threads <= 1 or len(bounds) <= 1:
+        return [function(z0, z1) for z0, z1 in bounds]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(lambda b: function(*b), bounds))
+
+
+def slices_per_slab(plane_voxels: int, voxel_budget: int = 1 << 24) -> int:
+    """Slices per slab so that a slab holds about ``voxel_budget`` voxels (at least one)."""
+    return max(1, voxel_budget // max(1, plane_voxels))

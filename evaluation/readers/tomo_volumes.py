@@ -1,0 +1,130 @@
+"""TomoChallenge segmentations: bit-packed or plain volumes, binarised, read slab by slab.
+
+A submission is either the challenge's own bit-packed file (tomochallenge/tomochallenge_utils
+@fab535f ``prepare_submission``: HDF5 dataset ``vol``, one uint8 per 2 x 2 x 2 voxels) or a
+plain volume of the scored grid in any supported format. A voxel counts as set iff its value
+is ``> 0.5`` (NaN is not), as the reference decides when packing. Which of the two a file is
+follows from its shape: a uint8 array of half the grid size in every axis (rounded up) is
+packed, an array of the grid size is plain; anything else is refused.
+
+A plain volume may also cover a longer stack of which only a window of slices is scored (the
+fuel cell's reconstructed slices 240-840 of 1100): ``window`` says which.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import PhaseError, SubmissionError
+from evaluation.metrics import bitpack
+from evaluation.readers import images
+from evaluation.readers.slabs import Slabs, open_slabs
+
+PACKED_DATASET = "vol"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Slices ``start <= z < stop`` of a ``total``-slice stack are scored; a volume may hold
+    the whole stack or just the window."""
+
+    start: int
+    stop: int
+    total: int
+
+    @property
+    def length(self) -> int:
+        return self.stop - self.start
+
+
+def binarize(values: np.ndarray) -> np.ndarray:
+    """``values > 0.5`` as a 0/1 uint8 array without widening integers to float64
+    (for integers ``> 0.5`` is ``> 0``; NaN compares false)."""
+    if values.dtype == bool:
+        return values.view(np.uint8)
+    if values.dtype.kind in "ui":
+        return np.greater(values, 0).view(np.uint8)
+    return np.greater(values, values.dtype.type(0.5)).view(np.uint8)
+
+
+def packed_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(-(-n // bitpack.BLOCK) for n in shape)
+
+
+class BinaryVolume:
+    """A 0/1 volume on the scored grid; ``slab(z0, z1)`` returns contiguous uint8 slices."""
+
+    shape: tuple[int, int, int]
+    description: str | None = None
+    packed: bool = False
+
+    def slab(self, z0: int, z1: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _Packed(BinaryVolume):
+    packed = True
+
+    def __init__(self, planes: np.ndarray, shape, description):
+        self._planes, self.shape, self.description = planes, tuple(shape), description
+
+    def slab(self, z0: int, z1: int) -> np.ndarray:
+        return np.ascontiguousarray(bitpack.unpack(self._planes, z0, z1, self.shape[1:]))
+
+
+class _Plain(BinaryVolume):
+    def __init__(self, slabs: Slabs, shape, offset: int):
+        self._slabs, self.shape, self._offset = slabs, tuple(shape), offset
+
+    def slab(self, z0: int, z1: int) -> np.ndarray:
+        return binarize(self._slabs.read(self._offset + z0, self._offset + z1))
+
+    def close(self) -> None:
+        self._slabs.close()
+
+
+def _dataset_key(path: Path) -> str | None:
+    """The packed file's dataset name when it is present, else None (the single dataset)."""
+    if images.suffix(path) not in images.HDF5_SUFFIXES:
+        return None
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as handle:
+            return PACKED_DATASET if PACKED_DATASET in handle else None
+    except OSError:
+        return None  # open_slabs reports the unreadable file
+
+
+def _description(attrs: dict) -> str | None:
+    value = attrs.get("description")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return str(value)[:500] if value is not None else None
+
+
+def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: Window | None = None,
+                trusted: bool = False) -> BinaryVolume:
+    """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain."""
+    error = PhaseError if trusted else SubmissionError
+    slabs = open_slabs(path, key=_dataset_key(path), display=display, trusted=trusted)
+    found = slabs.shape
+    if found == packed_shape(shape) and slabs.dtype == np.uint8 and found != tuple(shape):
+        planes = slabs.read(0, found[0])
+        description = _description(slabs.attrs)
+        slabs.close()
+        return _Packed(planes, shape, description)
+    if found == tuple(shape):
+        return _Plain(slabs, shape, 0)
+    if window is not None and found == (window.total, *shape[1:]):
+        return _Plain(slabs, shape, window.start)
+    slabs.close()
+    accepted = [tuple(shape), packed_shape(shape)]
+    if window is not None:
+        accepted.insert(0, (window.total, *shape[1:]))
+    listed = ", ".join(str(s) for s in accepted[:-1]) + f" or {accepted[-1]} (bit-packed uint8)"
+    raise error(f"{display}: has shape {found}; expected {listed}")
