@@ -202,7 +202,7 @@ def match_cases(model: str, submitted: dict[str, Path], truth: dict[str, Path], 
     where = f"model '{model}': " if multi else ""
     unknown = sorted(set(submitted) - set(truth))
     if unknown:
-        shown = ", ".join(c if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5])
+        shown = ", ".join(submitted[c].name if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5])
         raise SubmissionError(
             f"{where}{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
             "name each file after its test case"
