@@ -169,6 +169,15 @@ def available() -> bool:
     return numba is not None
 
 
+def warm_up() -> None:
+    """Compile (or load from numba's cache) once, e.g. in a parent process before it forks
+    its workers, so that each worker does not pay for it again."""
+    if available():
+        mask = np.zeros((3, 3, 5), np.uint8)
+        mask[1, 1, 1:4] = 1
+        thin_box(mask)
+
+
 def thin_box(mask: np.ndarray, voxels: np.ndarray | None = None) -> np.ndarray:
     """Raster-order flat indices (into ``mask``) of the Lee skeleton of ``mask``, a 3-D array
     whose outermost layer is background; ``voxels``, if given, are its foreground's sorted flat

@@ -25,7 +25,7 @@ import numpy as np
 
 from evaluation import log
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.metrics import fisbe_image
+from evaluation.metrics import fisbe_image, lee_thinning
 from evaluation.metrics.fisbe_image import POOLED_THRESHOLDS, Channel, Settings, table_name
 from evaluation.phase import Phase
 from evaluation.readers import images, zarr_store
@@ -431,7 +431,6 @@ def aggregate_document(pooled: dict) -> dict:
     aggregate dictionary (per-threshold count lists under ``per_threshold``)."""
     document = {**headline(pooled), "general": dict(pooled["general"]), "confusion_matrix": pooled["confusion_matrix"],
                 "gt_covs": pooled["gt_covs"]}
-    document["general"].pop("TP_05_cldice", None)
     if "tp" in pooled:
         document["per_threshold"] = {"threshold": list(POOLED_THRESHOLDS), "tp": pooled["tp"], "fp": pooled["fp"], "fn": pooled["fn"]}
     return document
@@ -474,6 +473,7 @@ class Fisbe(Suite):
         if missing:
             _log.warning("fisbe_missing_predictions", samples=missing)
         _log.info("fisbe_plan", samples=len(tasks), submitted=len(predictions))
+        lee_thinning.warm_up()  # once here rather than in every forked worker
         return Plan(tasks=tasks, context={"options": asdict(options), "missing": missing})
 
     @staticmethod
