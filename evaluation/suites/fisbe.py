@@ -143,28 +143,29 @@ def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tupl
 
 
 def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
-    """The nonzero voxels of every channel inside the spatial ``region``, read in z-slabs."""
+    """The nonzero voxels of every channel inside the spatial ``region``, read in chunk-aligned
+    z-slabs of as many channels as one chunk holds (each chunk is decoded once)."""
     spatial = tuple(s.stop - s.start for s in region)
     plane = spatial[1] * spatial[2]
     channels = labels.shape[0] if len(labels.shape) == 4 else 0
+    group = min(labels.chunks[0], channels) if channels and labels.chunks else 1
     itemsize = np.dtype(labels.array.dtype).itemsize
-    slab = max(1, SLAB_BYTES // max(1, plane * itemsize))
+    slab = max(1, SLAB_BYTES // max(1, plane * itemsize * group))
     if labels.chunks:
         step = labels.chunks[-3]
         slab = max(step, slab // step * step)
-    result = []
-    for channel in range(max(channels, 1)):
-        lead = (channel,) if channels else ()
-        indices, values = [], []
+    parts = [([], []) for _ in range(max(channels, 1))]
+    for first in range(0, max(channels, 1), group):
+        lead = (slice(first, first + group),) if channels else ()
         for z in range(0, spatial[0], slab):
             z_region = slice(region[0].start + z, region[0].start + min(z + slab, spatial[0]))
             block = labels.read(lead + (z_region, region[1], region[2]))
-            flat = block.reshape(-1)
-            found = nonzero(flat)
-            indices.append(found + z * plane)
-            values.append(_ids(flat[found], labels.display))
-        result.append(Channel(np.concatenate(indices), np.concatenate(values)))
-    return result
+            for offset, image in enumerate(block if channels else [block]):
+                flat = np.ascontiguousarray(image).reshape(-1)
+                found = nonzero(flat)
+                parts[first + offset][0].append(found + z * plane)
+                parts[first + offset][1].append(_ids(flat[found], labels.display))
+    return [Channel(np.concatenate(index), np.concatenate(values)) for index, values in parts]
 
 
 def nonzero(flat: np.ndarray) -> np.ndarray:
@@ -468,7 +469,7 @@ class Fisbe(Suite):
                 "partly": options.all_partly or sample in options.partly,
                 "remove_small_components": options.remove_small_components,
             }
-            tasks.append(Task(key=sample, payload=payload, memory_bytes=_memory_estimate(truths[sample], prediction)))
+            tasks.append(Task(key=sample, payload=payload, memory_bytes=_memory_estimate(truths[sample], options.truth_key)))
         missing = [t.key for t in tasks if t.payload["prediction"] is None]
         if missing:
             _log.warning("fisbe_missing_predictions", samples=missing)
@@ -533,9 +534,14 @@ class Fisbe(Suite):
         )
 
 
-def _memory_estimate(truth: Path, prediction: Path | None) -> int:
-    """A rough peak: a slab, the sparse voxel lists and the largest skeletonisation box."""
-    size = sum(f.stat().st_size for f in truth.rglob("*") if f.is_file()) if truth.is_dir() else truth.stat().st_size
-    if prediction is not None:
-        size += sum(f.stat().st_size for f in prediction.rglob("*") if f.is_file()) if prediction.is_dir() else prediction.stat().st_size
-    return 256 * 2**20 + 4 * size
+def _memory_estimate(truth: Path, keys: tuple[str, ...]) -> int:
+    """A rough peak: imports and slabs, plus two bytes per voxel of the image for the largest
+    skeletonisation box and the sparse voxel lists (neurons fill a small share of it)."""
+    base = 320 * 2**20
+    if images.suffix(truth) in (".zarr", ".hdf", ".h5", ".hdf5"):
+        try:
+            with open_labels(truth, keys, "ground truth", trusted=True) as array:
+                return base + 2 * int(np.prod(array.shape[-3:]))
+        except Exception:  # an unreadable truth fails properly in its task
+            return base
+    return base + 2 * truth.stat().st_size
