@@ -126,7 +126,7 @@ def verify(phase: Path, submission: Path, name: str, result: dict) -> tuple[bool
     import zarr
 
     import fisbe_dense
-    from evaluation.suites.fisbe import to_json
+    from evaluation.report import sanitize as to_json
 
     array = zarr.open_array(str(phase / f"{name}.zarr" / "volumes/gt_instances"), mode="r")
     gt = np.asarray(array[...])

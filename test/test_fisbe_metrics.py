@@ -14,7 +14,8 @@ from evaluation.metrics.centerline import LazyHeap, cldice, greedy_match, many_t
 from evaluation.metrics.fisbe_image import Channel, unify
 from evaluation.metrics.skeleton import skeleton_voxels, skeletonize_full
 from evaluation.metrics.sparse_labels import SparseLabels
-from evaluation.suites.fisbe import crops, natural_key, nonzero, pool, read_split_file, to_json
+from evaluation.report import sanitize as to_json
+from evaluation.suites.fisbe import crops, natural_key, nonzero, pool, read_split_file
 
 
 def random_masks(seed: int, count: int):

@@ -179,7 +179,7 @@ def threshold_tables(loc: Localisation, n_gt: int, n_pred: int, partly: bool, re
     return tables, aps, fscores, tp_05, tp_05_cldice
 
 
-def subset_scores(ids: list[int], gt: SparseLabels, pred: SparseLabels, loc: Localisation, pred_overlaps: bool):
+def subset_scores(ids: list[int], gt: SparseLabels, loc: Localisation, pred_overlaps: bool):
     """(GT count, TP at 0.5, TP ratio, coverages, mean coverage) of a GT subset
     (``get_gt_coverage_dim`` / ``_overlap``): coverage from the predictions' clPrecision
     against the subset alone (other GT counts as background), the subset's clRecall rows,
@@ -227,11 +227,11 @@ def evaluate(gt: SparseLabels, pred: SparseLabels, dims: list[int], partly: bool
     general["FM"], general["FS"] = fm, fs
 
     if dims and n_pred > 0:
-        dim = subset_scores(dims, gt, pred, loc, pred_overlaps)
+        dim = subset_scores(dims, gt, loc, pred_overlaps)
     else:
         dim = (len(dims), 0, 0.0, [], 0)
     overlap_ids = np.unique(gt.ids[np.isin(gt.index, gt.shared_voxels())]).tolist() if gt_overlaps else []
-    overlap = subset_scores(overlap_ids, gt, pred, loc, pred_overlaps) if overlap_ids else (0, 0, 0.0, [], 0)
+    overlap = subset_scores(overlap_ids, gt, loc, pred_overlaps) if overlap_ids else (0, 0, 0.0, [], 0)
     for suffix, values in (("dim", dim), ("overlap", overlap)):
         for key, value in zip(("GT_", "TP_05_", "TP_05_rel_", "gt_covs_", "avg_gt_cov_"), values):
             general[key + suffix] = value

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import log
+from evaluation.report import sanitize
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics import fisbe_image, lee_thinning
 from evaluation.metrics.fisbe_image import POOLED_THRESHOLDS, Channel, Settings, table_name
@@ -300,19 +301,6 @@ def load_sample(payload: dict):
     return gt, pred, dims_rel
 
 
-def to_json(value):
-    """numpy scalars to Python numbers (float32 widened exactly), lists and dicts recursively."""
-    if isinstance(value, dict):
-        return {k: to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [to_json(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.floating):
-        return float(value)
-    return value
-
-
 # --------------------------------------------------------------------------------------------
 # Cross-image aggregation (SPEC 9), numpy types as in the reference
 
@@ -499,7 +487,7 @@ class Fisbe(Suite):
     def score(self, payload: dict) -> dict:
         gt, pred, dims = load_sample(payload)
         result = fisbe_image.evaluate(gt, pred, dims, payload["partly"], Settings(remove_small=payload["remove_small_components"]))
-        return to_json(result)
+        return sanitize(result)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
         partly = {t.key: t.payload["partly"] for t in plan.tasks}
@@ -527,7 +515,7 @@ class Fisbe(Suite):
         leaderboard = {k: float(aggregates.get(k, 0.0)) for k in LEADERBOARD}
         metrics = {"case": cases, "aggregates": aggregates, "reference": dict(REFERENCE)}
         return Report(
-            metrics=to_json(metrics),
+            metrics=sanitize(metrics),
             leaderboard=leaderboard,
             case_scores={n: float(r["general"]["avg_f1_cov_score"]) for n, r in results.items()},
             files=files,
