@@ -204,3 +204,10 @@ def test_pooled_f1_uses_summed_counts_not_mean_of_f1():
     assert pooled["general"]["avFscore"] == pytest.approx(1 / 3, rel=1e-15)
     assert pooled["general"]["avg_gt_skel_coverage"] == np.float32(0.5)
     assert pooled["S"] == pytest.approx(0.5 / 3 + 0.25, rel=1e-15)
+
+
+def test_without_numba_the_box_path_gives_the_same_skeletons(monkeypatch):
+    monkeypatch.setattr(lee_thinning, "_broken", True)
+    assert not lee_thinning.available()
+    for mask in random_masks(4, 30):
+        assert np.array_equal(skeleton_voxels(np.flatnonzero(mask), mask.shape), np.flatnonzero(skeletonize_full(mask)))

@@ -23,12 +23,27 @@ tests are written from their geometric definitions:
 Compiled with numba when available; :func:`available` says whether it is.
 """
 
+import os
+import tempfile
+
 import numpy as np
 
+
+def _cache_folder() -> None:
+    """numba caches compiled code beside this file; in a read-only install (a container
+    running as another user) it goes to the temporary folder instead."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cache = os.path.join(here, "__pycache__")
+    if "NUMBA_CACHE_DIR" not in os.environ and not os.access(cache if os.path.isdir(cache) else here, os.W_OK):
+        os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
+
+
+_cache_folder()
 try:  # numba is a dependency; the box-wise scikit-image path remains as a fallback
     import numba
 except ImportError:  # pragma: no cover - exercised only without numba
     numba = None
+_broken = False
 
 BORDERS = ((0, -1, 0), (0, 1, 0), (0, 0, 1), (0, 0, -1), (1, 0, 0), (-1, 0, 0))  # W, E, S, N, U, B as (dz, dy, dx)
 
@@ -166,16 +181,25 @@ if numba is not None:
 
 
 def available() -> bool:
-    return numba is not None
+    return numba is not None and not _broken
 
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) once, e.g. in a parent process before it forks
-    its workers, so that each worker does not pay for it again."""
-    if available():
-        mask = np.zeros((3, 3, 5), np.uint8)
-        mask[1, 1, 1:4] = 1
+    its workers, so that each worker does not pay for it again. If compiling fails, the
+    scikit-image path is used from then on (same results, slower)."""
+    global _broken
+    if not available():
+        return
+    mask = np.zeros((3, 3, 5), np.uint8)
+    mask[1, 1, 1:4] = 1
+    try:
         thin_box(mask)
+    except Exception as exc:  # a broken toolchain must not stop grading
+        from evaluation import log
+
+        log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
+        _broken = True
 
 
 def thin_box(mask: np.ndarray, voxels: np.ndarray | None = None) -> np.ndarray:
