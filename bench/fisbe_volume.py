@@ -79,6 +79,33 @@ def generate(name: str, folder: Path) -> tuple[Path, Path, dict]:
     return phase, submission, info
 
 
+def peak_mb() -> float:
+    """This process's own peak resident memory (VmHWM). ``ru_maxrss`` is not used: a process
+    started by fork + exec inherits its parent's high-water mark."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# Runs the command line and prints the peak of the grader process and of its workers.
+_CLI = """
+import atexit, resource, sys
+from evaluation import cli
+def report():
+    own = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f'PEAK_MB {max(int(own), workers) / 1024:.0f}', file=sys.stderr)
+atexit.register(report)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def _generate(name: str, folder: Path, queue) -> None:
+    queue.put(generate(name, folder))
+
+
 def _in_fresh_process(target, args):
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
@@ -106,7 +133,7 @@ def _floor(phase: Path, submission: Path, queue) -> None:
             data = f["volumes/labels"]
             for z in range(0, data.shape[0], data.chunks[0]):
                 total += int(np.count_nonzero(data[z:z + data.chunks[0]]))
-    queue.put((time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, total))
+    queue.put((time.perf_counter() - started, peak_mb(), total))
 
 
 def _score(phase: Path, submission: Path, queue) -> None:
@@ -118,7 +145,11 @@ def _score(phase: Path, submission: Path, queue) -> None:
     plan = suite.plan(Submission(submission), phases.load(phase))
     started = time.perf_counter()
     result = suite.score(plan.tasks[0].payload)
-    queue.put((time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result))
+    queue.put((time.perf_counter() - started, peak_mb(), result))
+
+
+def _verify(phase: Path, submission: Path, name: str, result: dict, queue) -> None:
+    queue.put(verify(phase, submission, name, result))
 
 
 def verify(phase: Path, submission: Path, name: str, result: dict) -> tuple[bool, float]:
@@ -142,7 +173,7 @@ def run(name: str, check: bool) -> None:
     print(f"== sample '{name}': {count} neurons, GT {(count,) + shape} uint8, prediction {shape} int32   (load: {os.getloadavg()[0]:.2f})")
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        phase, submission, info = generate(name, Path(tmp))
+        phase, submission, info = _in_fresh_process(_generate, (name, Path(tmp)))
         print(f"generated in {time.perf_counter() - started:.1f} s: {json.dumps(info)}")
         floor, floor_rss, _ = _in_fresh_process(_floor, (phase, submission))
         print(f"floor (one streamed pass over both files)  {floor:8.2f} s  peak RSS {floor_rss:7.0f} MB")
@@ -152,16 +183,16 @@ def run(name: str, check: bool) -> None:
         print("  " + json.dumps({k: general[k] for k in ("Num GT", "Num Pred", "avg_f1_cov_score", "avg_gt_skel_coverage", "TP_05", "FS", "FM", "GT_overlap")}))
         out = Path(tmp) / "out"
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(out)],
-                              capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", _CLI, "--input", str(submission), "--ground-truth", str(phase), "--output", str(out)],
+                              capture_output=True, text=True, cwd=ROOT)
         wall = time.perf_counter() - started
-        cli_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"command line, end to end                   {wall:8.2f} s  peak RSS {cli_peak:7.0f} MB (largest process so far)  exit {done.returncode}")
+        cli_peak = float(([line.split()[1] for line in done.stderr.splitlines() if line.startswith("PEAK_MB")] or ["nan"])[-1])
+        print(f"command line, end to end                   {wall:8.2f} s  peak RSS {cli_peak:7.0f} MB (largest process)  exit {done.returncode}")
         if done.returncode != 0:
             print(done.stderr[-2000:])
             sys.exit(1)
         if check:
-            same, dense_seconds = verify(phase, submission, name, result)
+            same, dense_seconds = _in_fresh_process(_verify, (phase, submission, name, result))
             print(f"dense full-volume computation: {'identical' if same else 'DIFFERENT'} results ({dense_seconds:.1f} s)")
             if not same:
                 sys.exit(1)

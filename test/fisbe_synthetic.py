@@ -80,19 +80,27 @@ def prediction(rng, shape, instances: list[np.ndarray], false_positives: int = 2
         elif roll < 0.5:  # partly found
             out.append(split_along(voxels, shape, rng)[0])
         else:  # found, slightly thinner or thicker
-            mask = np.zeros(int(np.prod(shape)), bool)
-            mask[voxels] = True
-            mask = mask.reshape(shape)
-            mask = ndimage.binary_dilation(mask) if rng.random() < 0.5 else ndimage.binary_erosion(mask) | _thin_core(mask)
-            out.append(np.flatnonzero(mask))
+            out.append(_reshape(voxels, shape, thicker=rng.random() < 0.5))
         merged_into = len(out) - 1 if out else None
     out += neurons(rng, shape, false_positives, length=(60, 200))
     out += [tube(rng, shape, 8, 1, branches=0) for _ in range(fragments)]  # below 800 voxels: removed
     return [o for o in out if o.size]
 
 
-def _thin_core(mask):
-    return mask & ~ndimage.binary_erosion(mask, iterations=1) & np.roll(mask, 1, axis=0)
+def _reshape(voxels: np.ndarray, shape, thicker: bool) -> np.ndarray:
+    """The instance dilated by one voxel, or eroded but keeping a shifted part of its rim,
+    computed on its box (grown by 2 voxels, clipped to the volume)."""
+    coords = np.asarray(np.unravel_index(voxels, shape))
+    low = np.maximum(coords.min(axis=1) - 2, 0)
+    high = np.minimum(coords.max(axis=1) + 3, shape)
+    mask = np.zeros(tuple(high - low), bool)
+    mask[tuple(coords - low[:, None])] = True
+    if thicker:
+        mask = ndimage.binary_dilation(mask)
+    else:
+        mask = ndimage.binary_erosion(mask) | (mask & ~ndimage.binary_erosion(mask) & np.roll(mask, 1, axis=0))
+    found = np.nonzero(mask)
+    return np.ravel_multi_index(tuple(c + l for c, l in zip(found, low)), tuple(shape))
 
 
 def label_image(shape, instances: list[np.ndarray], dtype=np.int32) -> np.ndarray:
