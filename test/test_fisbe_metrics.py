@@ -211,3 +211,29 @@ def test_without_numba_the_box_path_gives_the_same_skeletons(monkeypatch):
     assert not lee_thinning.available()
     for mask in random_masks(4, 30):
         assert np.array_equal(skeleton_voxels(np.flatnonzero(mask), mask.shape), np.flatnonzero(skeletonize_full(mask)))
+
+
+def test_no_truth_instances_gives_natural_values():
+    """The reference divides by zero here (TP_05_rel) and averages an empty list (C)."""
+    shape = (6, 20, 20)
+    empty = Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    gt, _ = unify([empty], shape)
+    voxels = np.arange(900, dtype=np.int64) + 200
+    pred, _ = unify([Channel(voxels, np.full(voxels.size, 4, np.int64))], shape, remove_small=800)
+    general = fisbe_image.evaluate(gt, pred, [], partly=False)["general"]
+    assert general["Num GT"] == 0 and general["Num Pred"] == 1
+    assert general["TP_05_rel"] == 0.0 and general["gt_skel_coverage"] == [] and general["avg_gt_skel_coverage"] == 0.0
+    assert general["avg_f1_cov_score"] == 0.0 and general["GT_overlap"] == 0
+
+
+def test_combining_sets_without_truth_or_matches_gives_zeros():
+    from evaluation.suites.fisbe import combine_sets
+
+    def empty_set():
+        confusion = {fisbe_image.table_name(t): {"fscore": 0.0, "AP_TP": 0, "AP_FP": 0, "AP_FN": 0} for t in fisbe_image.POOLED_THRESHOLDS}
+        general = {"Num GT": np.int64(0), "Num Pred": np.int64(2), "avg_gt_skel_coverage": 0.0, "avFscore": 0.0,
+                   "FM": np.int64(0), "FS": np.int64(0), "TP_05": np.int64(0), "TP_05_cldice": []}
+        return {"S": 0.0, "general": general, "confusion_matrix": confusion, "gt_covs": []}
+    combined = combine_sets(empty_set(), empty_set())
+    assert combined["general"]["TP_05_rel"] == 0.0 and combined["general"]["avg_TP_05_cldice"] == 0.0
+    assert combined["general"]["Num Pred"] == 4 and combined["S"] == 0.0
