@@ -263,6 +263,8 @@ def truth_files(folder: Path) -> dict[str, Path]:
         if path.name.startswith(".") or images.suffix(path) not in TRUTH_SUFFIXES:
             continue
         name = path.name[: -len(images.suffix(path))]
+        if "." in name:
+            raise PhaseError(f"ground-truth sample {name!r}: sample names must not contain '.' (a prediction's name ends at its first '.')")
         if name in found:
             raise PhaseError(f"ground-truth sample {name!r} exists twice")
         found[name] = path
