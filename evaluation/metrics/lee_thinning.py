@@ -23,19 +23,32 @@ tests are written from their geometric definitions:
 Compiled with numba when available; :func:`available` says whether it is.
 """
 
+import hashlib
 import os
+import shutil
 import tempfile
 
 import numpy as np
 
 
 def _cache_folder() -> None:
-    """numba caches compiled code beside this file; in a read-only install (a container
-    running as another user) it goes to the temporary folder instead."""
+    """numba caches compiled code beside this file, but only uses a cache folder it can write
+    to. In a read-only install (the container) the cache goes to the temporary folder, seeded
+    with the install's own cache files, compiled when the image was built; numba looks for
+    them in ``<NUMBA_CACHE_DIR>/<folder name>_<sha1 of the folder path>``. If that layout ever
+    changes, the kernels are simply compiled again (about 1.5 s)."""
     here = os.path.dirname(os.path.abspath(__file__))
     cache = os.path.join(here, "__pycache__")
-    if "NUMBA_CACHE_DIR" not in os.environ and not os.access(cache if os.path.isdir(cache) else here, os.W_OK):
-        os.environ["NUMBA_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
+    if "NUMBA_CACHE_DIR" in os.environ or os.access(cache if os.path.isdir(cache) else here, os.W_OK):
+        return
+    root = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
+    os.environ["NUMBA_CACHE_DIR"] = root
+    seeded = os.path.join(root, f"{os.path.basename(here)}_{hashlib.sha1(here.encode()).hexdigest()}")
+    if os.path.isdir(cache) and not os.path.isdir(seeded):
+        try:
+            shutil.copytree(cache, seeded, ignore=lambda _, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
+        except OSError:
+            pass
 
 
 _cache_folder()
