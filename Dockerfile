@@ -26,7 +26,7 @@ RUN --mount=type=secret,id=pip_cert \
  && /opt/app/venv/bin/pip uninstall -y -q pip \
  && find /opt/app/venv -depth \( -name tests -o -name __pycache__ \) -type d -path '*/site-packages/*' -exec rm -rf {} + \
  && /opt/app/venv/bin/python -m compileall -q /opt/app/venv/lib \
- && /opt/app/venv/bin/python -c "import evaluation.suites, evaluation.cli" \
+ && /opt/app/venv/bin/python -c "from evaluation import cli, suites; [suites.get(name) for name in suites.names()]" \
  && /opt/app/venv/bin/python -c "from evaluation.metrics import lee_thinning; lee_thinning.warm_up()"
 
 FROM ${BASE_IMAGE}

@@ -142,9 +142,14 @@ def main():
     parser.add_argument("--instances", type=int, default=476)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verify", default="8", help="instances to check against the slow path, or 'all'")
+    parser.add_argument("--write", type=Path, help="only write the phase and submission into this folder (e.g. to run the image on them)")
     args = parser.parse_args()
 
     truth, pred = make_crop(args.size, args.instances, args.seed)
+    if args.write:
+        phase, submission = write_phase(args.write, truth, pred)
+        print(f"wrote {phase} and {submission}")
+        return
     print(f"crop {truth.shape} uint32: {len(np.unique(truth)) - 1} truth instances, {len(np.unique(pred)) - 1} predicted ids")
     started = time.perf_counter()
     np.bincount(truth.ravel())

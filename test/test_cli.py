@@ -139,3 +139,11 @@ def test_container_expectations_are_what_the_grader_writes(tmp_path):
     reference = json.loads((ROOT / "test" / "fixtures" / "cellmap" / "expected-v2.json").read_text())
     assert expected["aggregates"]["overall_score"] == pytest.approx(
         reference["cases"]["b_split_merge_jitter"]["scores"]["overall_score"], rel=1e-12)
+
+
+def test_every_suite_named_by_the_schema_is_a_registered_module():
+    from evaluation import suites
+
+    for name in suites.names():
+        suite = suites.get(name)
+        assert suite.name == name and suite.ranking, name

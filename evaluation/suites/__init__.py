@@ -1,17 +1,12 @@
 """Metric suites, one module each, registered by name.
 
 A suite turns (submission folder, phase) into independent tasks, scores one task in a worker
-process, and summarises the outcomes into the metrics document. Importing this package
-imports every suite module, so adding a suite is adding a module.
+process, and summarises the outcomes into the metrics document. Suites are imported only when
+a phase names them (a run pays only for its own suite's libraries); the names are the
+``suite`` enum of ``schemas/phase.schema.json``, each the name of its module here. Adding a
+suite is adding a module and its name (with its options block) to that schema.
 """
-
-import importlib
-import pkgutil
 
 from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, get, names, register
 
 __all__ = ["Outcome", "Plan", "Report", "Suite", "Task", "get", "names", "register"]
-
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "base":
-        importlib.import_module(f"{__name__}.{_module.name}")

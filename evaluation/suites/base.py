@@ -1,5 +1,6 @@
 """The contract between the grader core and a metric suite."""
 
+import importlib
 from dataclasses import dataclass, field
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
@@ -86,12 +87,18 @@ def register(cls: type[Suite]) -> type[Suite]:
     return cls
 
 
+def names() -> list[str]:
+    """The suites a phase may name."""
+    from evaluation import schemas
+
+    return sorted(schemas.load("phase")["properties"]["suite"]["enum"])
+
+
 def get(name: str) -> Suite:
+    """The suite ``name``, importing its module ``evaluation.suites.<name>`` on first use."""
+    if name not in _REGISTRY and name in names():
+        importlib.import_module(f"evaluation.suites.{name}")
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise PhaseError(f"unknown suite {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
-
-
-def names() -> list[str]:
-    return sorted(_REGISTRY)
+        raise PhaseError(f"unknown suite {name!r}; available: {', '.join(names())}") from None
