@@ -278,6 +278,16 @@ def _write_mha(path):
     itk_image(np.repeat(truth_map(1), 40, axis=0), path)
 
 
+def _huge_npy_header(root: Path) -> Path:
+    """An .npy whose header declares 10^4 times the image's voxels (the data is never read)."""
+    folder = multiclass_submission(root)
+    (folder / "case_1.nii.gz").unlink()
+    with open(folder / "case_1.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": (600, 800, 800)})
+        f.write(bytes(1000))
+    return folder
+
+
 def _pickled_npy(root: Path) -> Path:
     folder = multiclass_submission(root)
     (folder / "case_1.nii.gz").unlink()
@@ -394,6 +404,7 @@ KINDS = [
     Kind("negative labels", multiclass_phase, _multiclass_with("m", truth_map(1).astype(np.int16) - 1), ("case_1.nii.gz", "-1"), CASE_FAILURE),
     Kind("ids near 2^63", multiclass_phase, _multiclass_with("h", truth_map(1).astype(np.uint64) * np.uint64(2**62), suffix=".npy"), ("case_1.npy", str(2**62)), CASE_FAILURE),
     Kind("complex data type", multiclass_phase, _multiclass_with("c", truth_map(1).astype(np.complex64), suffix=".npy"), ("case_1.npy", "complex"), CASE_FAILURE),
+    Kind("label map 10^4x the image", multiclass_phase, _huge_npy_header, ("case_1.npy", "more voxels"), CASE_FAILURE),
     Kind("pickled .npy", multiclass_phase, _pickled_npy, ("case_1.npy", "pickled"), CASE_FAILURE),
     Kind("truncated TIFF", multiclass_phase, _truncated(".tif", _write_tiff), ("case_1.tif",), CASE_FAILURE),
     Kind("truncated HDF5", multiclass_phase, _truncated(".h5", _write_h5), ("case_1.h5",), CASE_FAILURE),

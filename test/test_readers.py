@@ -100,3 +100,19 @@ def test_case_files_by_stem_and_duplicates(tmp_path):
     tifffile.imwrite(tmp_path / "sub" / "case_1.tif", LABELS)
     with pytest.raises(SubmissionError, match="appears twice"):
         Submission(tmp_path).case_files()
+
+
+def test_shape_is_probed_before_loading(tmp_path):
+    """A file larger than the image it predicts is refused from its header alone."""
+    big = np.zeros((40, 50, 60), np.uint8)
+    itk = sitk.GetImageFromArray(big)
+    sitk.WriteImage(itk, str(tmp_path / "a.mha"))
+    np.save(tmp_path / "a.npy", big)
+    tifffile.imwrite(tmp_path / "a.tif", big, photometric="minisblack")
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["x"] = big
+    for name in ("a.mha", "a.npy", "a.tif", "a.h5"):
+        assert images.probe_shape(tmp_path / name) == (40, 50, 60), name
+        with pytest.raises(SubmissionError, match=r"has shape \(40, 50, 60\), more voxels"):
+            images.read(tmp_path / name, max_voxels=1000)
+        assert images.read(tmp_path / name, max_voxels=big.size).array.shape == big.shape

@@ -56,24 +56,70 @@ def stem(path: Path) -> str:
     return path.name[: len(path.name) - len(suffix(path))] if suffix(path) in SUFFIXES else path.stem
 
 
-def read(path: Path, key: str | None = None, display: str | None = None) -> Volume:
+def read(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None) -> Volume:
     """Load ``path`` whole. ``key`` selects the dataset of an HDF5 file or the array of a zarr
-    group. ``display`` names the file in messages (default: its name)."""
+    group. ``display`` names the file in messages (default: its name). With ``max_voxels``, the
+    shape is read from the header first and a larger array is refused before it is loaded."""
     display = display or path.name
     kind = suffix(path)
     if not path.exists():
         raise SubmissionError(f"{display}: file not found")
+    if max_voxels is not None:
+        shape = _guarded(lambda: probe_shape(path, key, display), kind, display)
+        if int(np.prod(shape, dtype=np.float64)) > max_voxels:
+            raise SubmissionError(f"{display}: has shape {tuple(shape)}, more voxels than the {max_voxels} of the image it predicts")
+    return _guarded(lambda: _load(path, kind, key, display), kind, display)
+
+
+def _load(path: Path, kind: str, key: str | None, display: str) -> Volume:
+    if kind in SITK_SUFFIXES:
+        return _read_sitk(path, display)
+    if kind in TIFF_SUFFIXES:
+        return _read_tiff(path, display)
+    if kind in NUMPY_SUFFIXES:
+        return Volume(np.load(path, allow_pickle=False))
+    if kind in HDF5_SUFFIXES:
+        return _read_hdf5(path, key, display)
+    if kind in ZARR_SUFFIXES:
+        return _read_zarr(path, key, display)
+    raise SubmissionError(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+
+
+def probe_shape(path: Path, key: str | None = None, display: str | None = None) -> tuple[int, ...]:
+    """The array shape from the file's header alone, in array axis order."""
+    display = display or path.name
+    kind = suffix(path)
+    if kind in SITK_SUFFIXES:
+        import SimpleITK as sitk
+
+        _check_self_contained(path, display)
+        reader = sitk.ImageFileReader()
+        reader.SetFileName(str(path))
+        reader.ReadImageInformation()
+        return tuple(reader.GetSize())[::-1]
+    if kind in TIFF_SUFFIXES:
+        import tifffile
+
+        with tifffile.TiffFile(path, is_ome=False) as tif:
+            return tuple(tif.series[0].shape) if tif.series else (0,)
+    if kind in NUMPY_SUFFIXES:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, _ = header(f)
+        return tuple(shape)
+    if kind in HDF5_SUFFIXES:
+        import h5py
+
+        with h5py.File(path, "r") as handle:
+            return tuple(hdf5_dataset(handle, key, display).shape)
+    return tuple(_load(path, kind, key, display).array.shape)
+
+
+def _guarded(action, kind: str, display: str):
+    """Run a reader, turning whatever a malformed file raises into a SubmissionError."""
     try:
-        if kind in SITK_SUFFIXES:
-            return _read_sitk(path, display)
-        if kind in TIFF_SUFFIXES:
-            return _read_tiff(path, display)
-        if kind in NUMPY_SUFFIXES:
-            return Volume(np.load(path, allow_pickle=False))
-        if kind in HDF5_SUFFIXES:
-            return _read_hdf5(path, key, display)
-        if kind in ZARR_SUFFIXES:
-            return _read_zarr(path, key, display)
+        return action()
     except SubmissionError:
         raise
     except ValueError as exc:
@@ -82,7 +128,6 @@ def read(path: Path, key: str | None = None, display: str | None = None) -> Volu
         raise SubmissionError(f"{display}: cannot be read as {kind} ({exc})") from None
     except Exception as exc:  # readers raise many types for truncated or malformed files
         raise SubmissionError(f"{display}: cannot be read as {kind} ({type(exc).__name__}: {exc}); the file may be truncated or corrupt") from None
-    raise SubmissionError(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -384,8 +384,8 @@ def read_annotations(files: dict[str, str | None], image: str) -> tuple[dict[str
 def read_prediction(path: Path, truth: tuple[images.Volume, int], display: str) -> images.Volume:
     """The prediction as (Z, Y, X), on the annotations' grid: same shape (the tool's check), and
     the same spacing, origin and direction where both files carry them in the same dimension."""
-    volume, ndim = _zyx_volume(images.read(path, display=display), display)
     reference, truth_ndim = truth
+    volume, ndim = _zyx_volume(images.read(path, display=display, max_voxels=reference.array.size), display)
     if ndim != truth_ndim:
         volume, reference = images.Volume(volume.array), images.Volume(reference.array)
     images.check_geometry(volume, reference, display)

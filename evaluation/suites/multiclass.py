@@ -294,7 +294,7 @@ def score_case(payload: dict) -> dict:
         fill = payload["background"] if payload["background"] is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
     else:
-        volume = images.read(Path(payload["pred"]), display=payload["display"])
+        volume = images.read(Path(payload["pred"]), display=payload["display"], max_voxels=truth.size)
         images.check_geometry(without_png_geometry(volume, payload["pred"]), without_png_geometry(truth_volume, payload["truth"]),
                               payload["display"])
         pred = as_labels(volume, payload["display"])
