@@ -43,6 +43,13 @@ class Limits:
         return cls(**(options or {}))
 
 
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
 def is_archive(path: Path) -> bool:
     name = path.name.lower()
     return path.is_file() and name.endswith(ZIP_SUFFIXES + TAR_SUFFIXES)
@@ -97,7 +104,7 @@ class _Writer:
     def _check_size(self, name: str, entry_written: int, compressed_size: int | None) -> None:
         limits = self.limits
         if self.written > limits.max_total_bytes:
-            raise SubmissionError(f"the archive unpacks to more than {limits.max_total_bytes / 1024**3:.2f} GiB")
+            raise SubmissionError(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
         # per entry when the archive says how big it is compressed (zip), else for the whole archive
         produced, packed = (entry_written, compressed_size) if compressed_size is not None else (self.written, self.compressed)
         if produced > limits.ratio_min_bytes and produced > limits.max_ratio * max(packed, 1):
@@ -110,9 +117,7 @@ def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_byt
         raise SubmissionError(f"the archive has {len(names_sizes)} entries; at most {limits.max_entries} are accepted")
     declared = sum(size for _, size in names_sizes)
     if declared > limits.max_total_bytes:
-        raise SubmissionError(
-            f"the archive unpacks to {declared / 1024**3:.2f} GiB; at most {limits.max_total_bytes / 1024**3:.2f} GiB are accepted"
-        )
+        raise SubmissionError(f"the archive unpacks to {_size(declared)}; at most {_size(limits.max_total_bytes)} are accepted")
     if declared > free_bytes:
         raise SubmissionError("the archive unpacks to more data than the grader has room for; reduce its size")
     for name, _ in names_sizes:
@@ -154,7 +159,7 @@ def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
                     writer.folder(member.name)
                 elif member.isfile():
                     if writer.written + member.size > limits.max_total_bytes:
-                        raise SubmissionError(f"the archive unpacks to more than {limits.max_total_bytes / 1024**3:.2f} GiB")
+                        raise SubmissionError(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
                     writer.file(member.name, tf.extractfile(member))
                 else:
                     raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")

@@ -116,3 +116,12 @@ def test_shape_is_probed_before_loading(tmp_path):
         with pytest.raises(SubmissionError, match=r"has shape \(40, 50, 60\), more voxels"):
             images.read(tmp_path / name, max_voxels=1000)
         assert images.read(tmp_path / name, max_voxels=big.size).array.shape == big.shape
+
+
+def test_truncated_tiff_is_refused_not_read_as_blank(tmp_path):
+    """tifffile fills missing pages of a truncated file with zeros; the reader refuses it."""
+    tifffile.imwrite(tmp_path / "a.tif", LABELS, photometric="minisblack")
+    data = (tmp_path / "a.tif").read_bytes()
+    (tmp_path / "a.tif").write_bytes(data[: len(data) - 150])
+    with pytest.raises(SubmissionError, match="a.tif"):
+        images.read(tmp_path / "a.tif")

@@ -127,7 +127,17 @@ def _guarded(action, kind: str, display: str):
             raise SubmissionError(f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array") from None
         raise SubmissionError(f"{display}: cannot be read as {kind} ({exc})") from None
     except Exception as exc:  # readers raise many types for truncated or malformed files
-        raise SubmissionError(f"{display}: cannot be read as {kind} ({type(exc).__name__}: {exc}); the file may be truncated or corrupt") from None
+        raise SubmissionError(f"{display}: cannot be read as {kind} ({_reason(exc)}); the file may be truncated or corrupt") from None
+
+
+def _reason(exc: Exception) -> str:
+    """The library's own explanation, without ITK's source paths and object addresses."""
+    text = str(exc)
+    if "ITK ERROR" in text:
+        text = re.sub(r"^.*ITK ERROR: \w+\(0x[0-9a-f]+\):\s*", "", text, flags=re.S).strip()
+        text = re.sub(r"\s*Reason: .*$", "", text, flags=re.S)  # errno of an unrelated call
+    text = re.sub(r"/(?:[^\s/:]+/)+([^\s/:]+)", r"\1", text)  # absolute paths -> file names
+    return f"{type(exc).__name__}: {' '.join(text.split())}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,7 +188,18 @@ def _read_tiff(path: Path, display: str) -> Volume:
     with tifffile.TiffFile(path, is_ome=False) as tif:
         if not tif.series:
             raise SubmissionError(f"{display}: the TIFF holds no image")
+        _check_tiff_extent(tif, display)
         return Volume(tif.series[0].asarray())
+
+
+def _check_tiff_extent(tif, display: str) -> None:
+    """tifffile reads what is there of a truncated file without complaint; every strip or tile
+    of the image must lie inside the file, or it would be scored as partly blank."""
+    size = tif.filehandle.size
+    for page in tif.pages:
+        for offset, count in zip(page.dataoffsets, page.databytecounts):
+            if offset + count > size:
+                raise SubmissionError(f"{display}: the TIFF file is truncated (its image data runs past the end of the file)")
 
 
 def hdf5_dataset(handle, key: str | None, display: str):
@@ -250,6 +271,10 @@ def check_geometry(prediction: Volume, truth: Volume, display: str, tolerance: f
         scale = np.abs(np.asarray(truth.spacing, float)).max() if name == "origin" and truth.spacing else 1.0
         if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
             raise SubmissionError(
-                f"{display}: its {name} {tuple(np.round(got, 6))} differs from the input image's {tuple(np.round(expected, 6))}; "
+                f"{display}: its {name} ({_numbers(got)}) differs from the input image's ({_numbers(expected)}); "
                 "write the prediction on the input image's grid (copy its spacing, origin and direction)"
             )
+
+
+def _numbers(values: np.ndarray) -> str:
+    return ", ".join(f"{float(v):.6g}" for v in values)
