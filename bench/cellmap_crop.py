@@ -17,9 +17,6 @@ and false positives), writes both as zarr, and prints:
 
 import argparse
 import json
-import multiprocessing
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import zarr
+
+from common import run_cli, score_first_task
 
 VOXEL_SIZE = (8.0, 8.0, 8.0)
 
@@ -98,19 +97,6 @@ def write_phase(folder: Path, truth, pred) -> tuple[Path, Path]:
     return phase, submission.parent
 
 
-def _score_in_fresh_process(phase: Path, submission: Path, queue) -> None:
-    from evaluation import phase as phases
-    from evaluation.submission import Submission
-    from evaluation.suites import get
-
-    suite = get("cellmap")
-    plan = suite.plan(Submission(submission), phases.load(phase))
-    started = time.perf_counter()
-    result = suite.score(plan.tasks[0].payload)
-    seconds = time.perf_counter() - started
-    queue.put((seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, result))
-
-
 def verify_against_slow_path(truth, pred, sample, seed=1):
     """Per-GT Hausdorff of the fast path vs the reference's padded-ROI algorithm."""
     import cc3d
@@ -158,24 +144,15 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         phase, submission = write_phase(Path(tmp), truth, pred)
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        worker = context.Process(target=_score_in_fresh_process, args=(phase, submission, queue))
-        worker.start()
-        seconds, peak_mb, result = queue.get()
-        worker.join()
-        print(f"suite scoring of the pair      {seconds:8.3f} s  peak RSS {peak_mb:7.0f} MB  ({seconds / floor:,.0f}x floor)")
+        scored = score_first_task("cellmap", phase, submission)
+        seconds, result = scored["seconds"], scored["result"]
+        print(f"suite scoring of the pair      {seconds:8.3f} s  peak RSS {scored['peak_mb']:7.0f} MB  ({seconds / floor:,.0f}x floor; "
+              f"scheduler estimate {scored['estimate_bytes'] / 2**20:.0f} MB)")
         print("  " + json.dumps({k: result[k] for k in ("combined_score", "mean_accuracy", "hausdorff_distance", "normalized_hausdorff_distance", "status")}))
-
-        out = Path(tmp) / "out"
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(out)],
-                              capture_output=True, text=True)
-        wall = time.perf_counter() - started
-        cli_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"command line, end to end       {wall:8.3f} s  peak RSS {cli_peak:7.0f} MB (largest process)  exit {done.returncode}")
-        if done.returncode != 0:
-            print(done.stderr[-2000:])
+        cli = run_cli(submission, phase, Path(tmp) / "out")
+        print(f"command line, end to end       {cli['seconds']:8.3f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}")
+        if cli["exit"] != 0:
+            print(cli["stderr"][-2000:])
 
     if args.verify != "0":
         n, same, fast_s, slow_s = verify_against_slow_path(truth, pred, args.verify)

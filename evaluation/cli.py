@@ -78,7 +78,9 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     platform.publish(result, written)
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
-    _log.info("written", output=str(platform.output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures))
+    worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
+    _log.info("written", output=str(platform.output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures),
+              peak_rss_mb=runner.peak_rss_mb(), worker_peak_rss_mb=max(worker_peaks, default=None))
     if not failures:
         return EXIT_OK
     if any(f.kind != "submission" for f in failures):

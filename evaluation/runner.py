@@ -55,6 +55,20 @@ def memory_limit_bytes() -> int:
     return physical
 
 
+def peak_rss_mb() -> int | None:
+    """This process's peak resident memory in MB (``VmHWM``). A forked worker starts from its
+    parent's high-water mark, which is small here (the parent only plans and summarises);
+    ``ru_maxrss`` is not used because Linux also carries it across exec."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
 def _child(connection, function, payload) -> None:
     try:
         reply = {"value": function(payload)}
@@ -62,7 +76,7 @@ def _child(connection, function, payload) -> None:
         reply = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
     except Exception as exc:  # any bug must come back as this task's failure, not kill the run
         reply = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    reply["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    reply["peak_rss_mb"] = peak_rss_mb()
     try:
         connection.send_bytes(json.dumps(reply, allow_nan=True).encode())
     finally:

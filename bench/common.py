@@ -1,0 +1,67 @@
+"""What the bench scripts share: scoring a suite's first task in a fresh process, and measuring
+that process's own peak memory."""
+
+import multiprocessing
+import time
+from pathlib import Path
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident memory (``VmHWM``). ``ru_maxrss`` is not used: Linux
+    carries a parent's high-water mark into children across fork and exec, so a bench that
+    generated large data first would report the generator's peak."""
+    from evaluation.runner import peak_rss_mb as own_peak
+
+    return float(own_peak())
+
+
+def run_cli(submission: Path, phase: Path, output: Path, *extra: str) -> dict:
+    """``python -m evaluation`` on the inputs: wall seconds, exit status, and the peaks the
+    grader logs itself (its own process and its largest worker, both ``VmHWM``)."""
+    import json
+    import subprocess
+    import sys
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase),
+                           "--output", str(output), *extra], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    written = {}
+    for line in done.stderr.splitlines():
+        if '"event": "written"' in line:
+            written = json.loads(line)
+    peaks = [written.get("peak_rss_mb"), written.get("worker_peak_rss_mb")]
+    return {"seconds": seconds, "exit": done.returncode, "stderr": done.stderr,
+            "peak_mb": max((p for p in peaks if p is not None), default=float("nan"))}
+
+
+def in_fresh_process(target, *args):
+    """``target(*args, queue)`` in a spawned interpreter; returns what it put on the queue."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=target, args=(*args, queue))
+    process.start()
+    value = queue.get()
+    process.join()
+    return value
+
+
+def _score_first_task(suite_name: str, phase: str, submission: str, queue) -> None:
+    from evaluation import phase as phases
+    from evaluation.submission import Submission
+    from evaluation.suites import get
+
+    suite = get(suite_name)
+    plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)))
+    task = plan.tasks[0]
+    started, cpu = time.perf_counter(), time.process_time()
+    result = suite.score(task.payload)
+    queue.put({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+               "peak_mb": peak_rss_mb(), "result": result, "estimate_bytes": task.memory_bytes})
+
+
+def score_first_task(suite_name: str, phase: Path, submission: Path) -> dict:
+    """Plan the suite on a phase and submission, then score its first task, in a fresh
+    process: seconds and CPU seconds of the scoring, the process's peak RSS, the result and
+    the scheduler's memory estimate."""
+    return in_fresh_process(_score_first_task, suite_name, str(phase), str(submission))
