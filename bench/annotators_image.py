@@ -17,10 +17,7 @@ lines; prediction: a label map with class 2 = vessel), writes TIFFs, and prints:
 """
 
 import argparse
-import multiprocessing
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +27,8 @@ import numpy as np
 import tifffile
 from scipy import ndimage
 from skimage.draw import line
+
+from common import run_cli, score_first_task
 
 ANNOTATORS = ("annotator_A", "annotator_B", "annotator_C")
 
@@ -81,19 +80,6 @@ def write(folder: Path, data: dict, report: bool) -> tuple[Path, Path]:
     return phase, submission
 
 
-def _score_in_fresh_process(phase: Path, submission: Path, queue) -> None:
-    from evaluation import phase as phases
-    from evaluation.submission import Submission
-    from evaluation.suites import get
-
-    suite = get("annotators")
-    plan = suite.plan(Submission(submission), phases.load(phase))
-    started = time.perf_counter()
-    row = suite.score(plan.tasks[0].payload)
-    seconds = time.perf_counter() - started
-    queue.put((seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, row, plan.tasks[0].memory_bytes))
-
-
 def tool_distances(data: dict, row: dict) -> tuple[float, bool]:
     """HD and MSD the tool's way (SPEC 3 and 5): directed_hausdorff and a KD-tree query over all
     foreground pixels of the dilated masks, for every reference mask against the model and
@@ -129,13 +115,12 @@ def tool_distances(data: dict, row: dict) -> tuple[float, bool]:
     return time.perf_counter() - started, bool(same)
 
 
-def cli(phase: Path, submission: Path, out: Path) -> tuple[float, int]:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase),
-                           "--output", str(out)], capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr[-2000:])
-    return time.perf_counter() - started, done.returncode
+def cli(phase: Path, submission: Path, out: Path) -> dict:
+    """``run_cli`` on the inputs; prints the end of stderr if the command failed."""
+    done = run_cli(submission, phase, out)
+    if done["exit"] != 0:
+        print(done["stderr"][-2000:])
+    return done
 
 
 def main():
@@ -158,22 +143,18 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         phase, submission = write(Path(tmp), data, report=False)
-        context = multiprocessing.get_context("spawn")
-        queue = context.Queue()
-        worker = context.Process(target=_score_in_fresh_process, args=(phase, submission, queue))
-        worker.start()
-        seconds, peak_mb, row, estimate = queue.get()
-        worker.join()
+        scored = score_first_task("annotators", phase, submission)
+        seconds, peak_mb, row, estimate = scored["seconds"], scored["peak_mb"], scored["result"], scored["estimate_bytes"]
         print(f"suite scoring of the image      {seconds:8.3f} s  peak RSS {peak_mb:7.0f} MB  ({seconds / floor:,.0f}x floor); "
               f"scheduler estimate {estimate / 2**20:.0f} MB")
         print(f"  Staple_dice {row['Staple_dice']:.6f}  Staple_hausdorff {row['Staple_hausdorff']:.4f}  "
               f"Staple_msd {row['Staple_msd']:.6f}  STAPLE iterations {row['staple_elapsed_iterations']}")
-        wall, code = cli(phase, submission, Path(tmp) / "out")
-        print(f"command line, tables only       {wall:8.3f} s  exit {code}")
+        done = cli(phase, submission, Path(tmp) / "out")
+        print(f"command line, tables only       {done['seconds']:8.3f} s  exit {done['exit']}")
         phase_report, _ = write(Path(tmp) / "with-report", data, report=True)
-        wall, code = cli(phase_report, submission, Path(tmp) / "out-report")
-        print(f"command line, plots + HTML      {wall:8.3f} s  exit {code}  peak RSS "
-              f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:7.0f} MB (largest process)")
+        done = cli(phase_report, submission, Path(tmp) / "out-report")
+        print(f"command line, plots + HTML      {done['seconds']:8.3f} s  exit {done['exit']}  peak RSS "
+              f"{done['peak_mb']:7.0f} MB (largest process)")
 
     if not args.no_reference:
         seconds_ref, same = tool_distances(data, row)

@@ -23,16 +23,15 @@ prints for each:
 
 import argparse
 import json
-import multiprocessing
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from common import in_fresh_process, peak_rss_mb, run_cli, score_first_task
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test"))
@@ -79,41 +78,8 @@ def generate(name: str, folder: Path) -> tuple[Path, Path, dict]:
     return phase, submission, info
 
 
-def peak_mb() -> float:
-    """This process's own peak resident memory (VmHWM). ``ru_maxrss`` is not used: a process
-    started by fork + exec inherits its parent's high-water mark."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# Runs the command line and prints the peak of the grader process and of its workers.
-_CLI = """
-import atexit, resource, sys
-from evaluation import cli
-def report():
-    own = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(f'PEAK_MB {max(int(own), workers) / 1024:.0f}', file=sys.stderr)
-atexit.register(report)
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 def _generate(name: str, folder: Path, queue) -> None:
     queue.put(generate(name, folder))
-
-
-def _in_fresh_process(target, args):
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    worker = context.Process(target=target, args=(*args, queue))
-    worker.start()
-    result = queue.get()
-    worker.join()
-    return result
 
 
 def _floor(phase: Path, submission: Path, queue) -> None:
@@ -133,19 +99,7 @@ def _floor(phase: Path, submission: Path, queue) -> None:
             data = f["volumes/labels"]
             for z in range(0, data.shape[0], data.chunks[0]):
                 total += int(np.count_nonzero(data[z:z + data.chunks[0]]))
-    queue.put((time.perf_counter() - started, peak_mb(), total))
-
-
-def _score(phase: Path, submission: Path, queue) -> None:
-    from evaluation import phase as phases
-    from evaluation.submission import Submission
-    from evaluation.suites import get
-
-    suite = get("fisbe")
-    plan = suite.plan(Submission(submission), phases.load(phase))
-    started = time.perf_counter()
-    result = suite.score(plan.tasks[0].payload)
-    queue.put((time.perf_counter() - started, peak_mb(), result))
+    queue.put((time.perf_counter() - started, peak_rss_mb(), total))
 
 
 def _verify(phase: Path, submission: Path, name: str, result: dict, queue) -> None:
@@ -173,26 +127,22 @@ def run(name: str, check: bool) -> None:
     print(f"== sample '{name}': {count} neurons, GT {(count,) + shape} uint8, prediction {shape} int32   (load: {os.getloadavg()[0]:.2f})")
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        phase, submission, info = _in_fresh_process(_generate, (name, Path(tmp)))
+        phase, submission, info = in_fresh_process(_generate, name, Path(tmp))
         print(f"generated in {time.perf_counter() - started:.1f} s: {json.dumps(info)}")
-        floor, floor_rss, _ = _in_fresh_process(_floor, (phase, submission))
+        floor, floor_rss, _ = in_fresh_process(_floor, phase, submission)
         print(f"floor (one streamed pass over both files)  {floor:8.2f} s  peak RSS {floor_rss:7.0f} MB")
-        seconds, peak, result = _in_fresh_process(_score, (phase, submission))
+        scored = score_first_task("fisbe", phase, submission)
+        seconds, peak, result = scored["seconds"], scored["peak_mb"], scored["result"]
         print(f"suite scoring of the sample                {seconds:8.2f} s  peak RSS {peak:7.0f} MB  ({seconds / floor:.1f}x floor)")
         general = result["general"]
         print("  " + json.dumps({k: general[k] for k in ("Num GT", "Num Pred", "avg_f1_cov_score", "avg_gt_skel_coverage", "TP_05", "FS", "FM", "GT_overlap")}))
-        out = Path(tmp) / "out"
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _CLI, "--input", str(submission), "--ground-truth", str(phase), "--output", str(out)],
-                              capture_output=True, text=True, cwd=ROOT)
-        wall = time.perf_counter() - started
-        cli_peak = float(([line.split()[1] for line in done.stderr.splitlines() if line.startswith("PEAK_MB")] or ["nan"])[-1])
-        print(f"command line, end to end                   {wall:8.2f} s  peak RSS {cli_peak:7.0f} MB (largest process)  exit {done.returncode}")
-        if done.returncode != 0:
-            print(done.stderr[-2000:])
+        cli = run_cli(submission, phase, Path(tmp) / "out")
+        print(f"command line, end to end                   {cli['seconds']:8.2f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}")
+        if cli["exit"] != 0:
+            print(cli["stderr"][-2000:])
             sys.exit(1)
         if check:
-            same, dense_seconds = _in_fresh_process(_verify, (phase, submission, name, result))
+            same, dense_seconds = in_fresh_process(_verify, phase, submission, name, result)
             print(f"dense full-volume computation: {'identical' if same else 'DIFFERENT'} results ({dense_seconds:.1f} s)")
             if not same:
                 sys.exit(1)

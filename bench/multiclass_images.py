@@ -8,7 +8,8 @@ shifted boundaries, salt noise and a swapped class pair per image), writes it as
 prints:
 
 - the floor: one pass over the data in one process (read every file pair, one bincount each);
-- the whole command line (``python -m evaluation``): wall seconds, peak RSS, ratio to the floor;
+- the whole command line (``python -m evaluation``): wall seconds, peak RSS (the grader's own
+  logged peaks, ``VmHWM`` of it and of its largest worker), ratio to the floor;
 - nnU-Net's per-class mask arithmetic on a sample of images, for the per-image cost, and a
   check that its counts equal the suite's.
 
@@ -19,7 +20,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import run_cli
 
 
 def make_pair(rng, size: int, classes: int, block: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -109,15 +109,12 @@ def main():
         print(f"floor, one pass in one process:  {one_pass:6.2f} s  (reading {reading:.2f} s, bincount {counting:.2f} s; CPU {floor_cpu:.2f} s)")
 
         output = Path(scratch) / "out"
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase),
-                               "--output", str(output), "--log-level", "warning"], cwd=ROOT, capture_output=True, text=True)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            sys.exit(done.stderr)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds only: they are not inherited
+        done = run_cli(submission, phase, output)
+        wall, peak = done["seconds"], done["peak_mb"]
+        if done["exit"] != 0:
+            sys.exit(done["stderr"])
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        peak = after.ru_maxrss / 1024
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         metrics = json.loads((output / "metrics.json").read_text())
         print(f"command line (all workers):      {wall:6.2f} s  peak RSS {peak:.0f} MB  ratio to floor {wall / one_pass:.1f}x"

@@ -7,14 +7,14 @@ Prints, for seeded synthetic case scores:
 - ``evaluation.ranking.bootstrap`` (draw counts, resampled means, ranks, rank frequencies,
   pairwise matrix, intervals): wall seconds, ratio to the floor;
 - writing the report files (JSON, two PNGs, HTML) with ``evaluation.ranking_report``;
-- the peak RSS of the process.
+- the peak RSS of the process (its own ``VmHWM``; ``ru_maxrss`` would include whatever
+  high-water mark Linux carried over from the process that started it).
 
     python bench/ranking_bootstrap.py [--submissions 100] [--cases 500] [--resamples 1000]
 """
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -24,6 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evaluation import ranking, ranking_report  # noqa: E402
+
+from common import peak_rss_mb  # noqa: E402
 
 
 def main():
@@ -52,12 +54,12 @@ def main():
     result = ranking.bootstrap(scores, resamples=b, seed=0)
     wall = time.perf_counter() - started
     print(f"bootstrap (means, ranks, frequencies, pairwise, intervals)   {wall:7.3f} s   {wall / floor:5.2f}x floor   "
-          f"peak RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+          f"peak RSS so far {peak_rss_mb():.0f} MB")
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         ranking_report.write(Path(tmp), result)
         print(f"report files (JSON, 2 PNG, HTML)   {time.perf_counter() - started:7.3f} s")
-    print(f"peak RSS with the plots {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB   "
+    print(f"peak RSS with the plots {peak_rss_mb():.0f} MB   "
           f"(top submission ranked first in {result['submissions'][0]['rank_frequencies'].get('1', 0):.1%} of resamples)")
 
 

@@ -7,7 +7,11 @@ INSTANCES ellipsoids and a semantic label) and SUBMISSIONS perturbed predictions
   no process start, no summaries) — the pure compute the cluster has to do;
 - ``rescore`` on a LocalCluster of 1 worker and of 2 workers, each from an empty output
   folder, as a command (start-up, planning, scheduling and writing included): wall seconds,
-  units per second, peak RSS of the largest process, ratio to the floor;
+  units per second, peak RSS of the largest process, ratio to the floor. The command runs
+  from a fresh interpreter that does nothing else, and the peak is that interpreter's
+  ``RUSAGE_CHILDREN`` (the command and the Dask processes it waited for): this bench's own
+  children would carry its data generation's high-water mark, which Linux passes on across
+  fork and exec;
 - per run, the scoring span (first unit's start to last unit's end, from the stored unit
   records) and how many units ran at once on average (summed unit seconds / span): with 2
   workers this shows whether Dask kept both busy, apart from how fast the CPUs were;
@@ -34,6 +38,7 @@ import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cellmap_crop import make_crop  # noqa: E402  (the seeded crop generator of the crop bench)
+from common import in_fresh_process  # noqa: E402
 
 VOXEL_SIZE = [8.0, 8.0, 8.0]
 
@@ -92,17 +97,22 @@ def scoring_span(out: Path) -> tuple[float, float]:
     return max(ends) - min(starts), sum(r["seconds"] for r in records)
 
 
+def _command(command: list[str], queue) -> None:
+    """Runs in a fresh interpreter that generated nothing: its ``RUSAGE_CHILDREN`` peak is the
+    largest of the command and of the processes the command waited for (the Dask workers)."""
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    queue.put({"seconds": time.perf_counter() - started, "exit": done.returncode, "stdout": done.stdout,
+               "stderr": done.stderr, "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024})
+
+
 def run(phase: Path, subs: Path, out: Path, workers: int) -> tuple[float, float, dict]:
     """Wall seconds, peak RSS (MB, largest process) and the summary of one rescore command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "evaluation", "rescore", "--ground-truth", str(phase), "--submissions", str(subs),
-                           "--output", str(out), "--workers", str(workers)], capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(done.stderr[-3000:])
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return wall, peak, json.loads(done.stdout.strip().splitlines()[-1])
+    done = in_fresh_process(_command, [sys.executable, "-m", "evaluation", "rescore", "--ground-truth", str(phase),
+                                       "--submissions", str(subs), "--output", str(out), "--workers", str(workers)])
+    if done["exit"] != 0:
+        sys.exit(done["stderr"][-3000:])
+    return done["seconds"], done["peak_mb"], json.loads(done["stdout"].strip().splitlines()[-1])
 
 
 def main():

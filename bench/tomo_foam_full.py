@@ -19,15 +19,15 @@ submission and several full-size boolean temporaries at once. This script:
 """
 
 import argparse
+import contextlib
 import hashlib
+import io
 import json
-import multiprocessing
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import h5py
@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from evaluation.metrics.bitpack import pack  # noqa: E402
 from evaluation.readers.slabs import open_slabs, slab_bounds  # noqa: E402
+
+from common import in_fresh_process, peak_rss_mb, run_cli  # noqa: E402
 
 SHAPE = (1080, 1280, 1280)
 
@@ -76,23 +78,19 @@ def make_phase(folder: Path, spheres: Path | None) -> Path:
     return phase
 
 
-_MEASURE = (
-    "import resource, subprocess, sys\n"
-    "code = subprocess.run(sys.argv[1:]).returncode\n"
-    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
+def _rasterize(phase: str, threads: int, queue) -> None:
+    """The suite's build-time command (``python -m evaluation.suites.tomo_foam rasterize``),
+    run here so that its peak is this process's own ``VmHWM`` (its threads share it); its
+    output is kept for a failure message."""
+    from evaluation.suites import tomo_foam
 
-
-def timed_command(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB, of the largest process it ran) of a command, measured
-    by a small wrapper process so that earlier children do not mask the figure."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _MEASURE, *command], capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        sys.exit(f"command failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-3000:]}")
-    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        try:
+            code = tomo_foam.main(["rasterize", phase, "--threads", str(threads)])
+        except Exception:
+            code = traceback.format_exc()
+    queue.put((code, peak_rss_mb(), output.getvalue()))
 
 
 def check_real_slices(labels: Path, expected: Path) -> None:
@@ -129,15 +127,6 @@ def write_submissions(labels: Path, folder: Path, plain: bool, seed: int = 7) ->
     return packed_dir, (plain_dir if plain else None)
 
 
-def peak_rss_mb() -> float:
-    """This process's own resident-set high-water mark. ``ru_maxrss`` is not used in the
-    spawned children: Linux carries the parent's high-water mark across fork and exec."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _floor(labels: str, queue) -> None:
     started = time.perf_counter()
     total = 0
@@ -159,16 +148,6 @@ def _score(phase: str, submission: str, queue) -> None:
     queue.put((time.perf_counter() - started, peak_rss_mb(), {**result, "cpu_seconds": time.process_time() - cpu}))
 
 
-def in_fresh_process(target, *args):
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=target, args=(*args, queue))
-    process.start()
-    value = queue.get()
-    process.join()
-    return value
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spheres", type=Path, help="the real foam_phantom_1_ground_truth.h5 (default: synthetic)")
@@ -184,8 +163,11 @@ def main() -> None:
         phase = make_phase(folder, args.spheres)
         labels = phase / "foam_phantom_1_labels.npy"
         if not labels.exists():
-            seconds, peak = timed_command([sys.executable, "-m", "evaluation.suites.tomo_foam", "rasterize", str(phase),
-                                              "--threads", str(args.threads)])
+            started = time.perf_counter()
+            code, peak, output = in_fresh_process(_rasterize, str(phase), args.threads)
+            seconds = time.perf_counter() - started
+            if code != 0:
+                sys.exit(f"rasterise failed ({code})\n{output[-3000:]}")
             print(f"rasterise {'real Foam-1' if args.spheres else 'synthetic'} phantom (150 000 voids) -> .npy: {seconds:.1f} s, peak {peak:.0f} MB")
         if args.expected:
             check_real_slices(labels, args.expected)
@@ -200,9 +182,10 @@ def main() -> None:
             print(f"suite scoring, {kind}: {seconds:.2f} s ({result['cpu_seconds']:.1f} s CPU, all threads), peak {rss:.0f} MB, {seconds / floor:.1f} x floor;"
                   f" harm_mean {result['harm_mean']:.6f}, dice_edge {result['dice_edge']:.6f}")
             out = folder / f"out-{submission.name}"
-            seconds, rss = timed_command([sys.executable, "-m", "evaluation", "--input", str(submission),
-                                             "--ground-truth", str(phase), "--output", str(out)])
-            print(f"whole command line, {kind}: {seconds:.2f} s, peak {rss:.0f} MB (largest process)")
+            cli = run_cli(submission, phase, out)
+            if cli["exit"] != 0:
+                sys.exit(f"command line failed ({cli['exit']}) on {submission}\n{cli['stderr'][-3000:]}")
+            print(f"whole command line, {kind}: {cli['seconds']:.2f} s, peak {cli['peak_mb']:.0f} MB (largest process)")
     print(f"load average after: {os.getloadavg()}")
 
 
