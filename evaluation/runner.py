@@ -22,6 +22,9 @@ from evaluation.suites.base import Outcome, Task
 
 _log = log.get(__name__)
 _CONTEXT = multiprocessing.get_context("fork")
+# What a worker needs before it touches any data (interpreter and libraries, as measured in
+# the benches); added to every task's own estimate, which covers its data only.
+WORKER_BASELINE_BYTES = 200 * 2**20
 
 
 def cpu_count() -> int:
@@ -110,29 +113,34 @@ class _Running:
                        seconds=seconds, peak_rss_mb=reply.get("peak_rss_mb"))
 
 
-def _refusal(task: Task, memory_bytes: int) -> Outcome | None:
+def footprint(task: Task, baseline: int) -> int:
+    return task.memory_bytes + baseline
+
+
+def _refusal(task: Task, memory_bytes: int, baseline: int) -> Outcome | None:
     """Tasks refused before anything is loaded: those the plan refused, and those whose
     estimate exceeds the whole budget (killed for memory halfway, they would be lost without
     a useful message)."""
     if task.refusal:
         return Outcome(task.key, kind="submission", message=task.refusal)
-    if task.memory_bytes > memory_bytes:
-        need, have = task.memory_bytes / 2**30, memory_bytes / 2**30
+    if footprint(task, baseline) > memory_bytes:
+        need, have = footprint(task, baseline) / 2**30, memory_bytes / 2**30
         return Outcome(task.key, kind="submission", message=(
             f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
             "available; submit smaller arrays (fewer voxels or a smaller data type)"))
     return None
 
 
-def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None) -> dict[str, Outcome]:
+def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None,
+        worker_baseline: int = WORKER_BASELINE_BYTES) -> dict[str, Outcome]:
     """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
-    refused = {t.key: _refusal(t, memory_bytes) for t in tasks}
+    refused = {t.key: _refusal(t, memory_bytes, worker_baseline) for t in tasks}
     outcomes: dict[str, Outcome] = {key: outcome for key, outcome in refused.items() if outcome is not None}
     pending = sorted((t for t in tasks if t.key not in outcomes), key=lambda t: t.memory_bytes, reverse=True)
     running: list[_Running] = []
     try:
         while pending or running:
-            _start_what_fits(pending, running, function, workers, memory_bytes)
+            _start_what_fits(pending, running, function, workers, memory_bytes, worker_baseline)
             wait([r.receiver for r in running] + [r.process.sentinel for r in running], timeout=1.0)
             for r in list(running):
                 outcome = _collect(r, time_limit)
@@ -147,10 +155,10 @@ def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit
     return outcomes
 
 
-def _start_what_fits(pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int) -> None:
+def _start_what_fits(pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int, baseline: int) -> None:
     while pending and len(running) < workers:
-        in_use = sum(r.task.memory_bytes for r in running)
-        fits = [t for t in pending if in_use + t.memory_bytes <= memory_bytes]
+        in_use = sum(footprint(r.task, baseline) for r in running)
+        fits = [t for t in pending if in_use + footprint(t, baseline) <= memory_bytes]
         if running and not fits:
             return
         task = fits[0] if fits else pending[0]

@@ -55,7 +55,7 @@ def test_memory_budget_serialises_big_tasks():
     """Two tasks that each take most of the budget never overlap."""
     tasks = [Task(k, {"action": "sleep", "seconds": 0.5}, memory_bytes=700) for k in "ab"]
     started = time.monotonic()
-    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000)
+    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000, worker_baseline=0)
     assert all(o.ok for o in outcomes.values())
     assert time.monotonic() - started >= 1.0
 
@@ -63,7 +63,7 @@ def test_memory_budget_serialises_big_tasks():
 def test_a_task_over_the_whole_budget_is_refused_before_it_starts(tmp_path):
     marker = tmp_path / "started"
     tasks = [Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000), Task("ok", {"action": "ok"}, memory_bytes=10)]
-    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000)
+    outcomes = runner.run(tasks, _work, workers=2, memory_bytes=1000, worker_baseline=0)
     assert outcomes["huge"].kind == "submission" and "memory" in outcomes["huge"].message
     assert not marker.exists() and outcomes["ok"].ok
 

@@ -501,18 +501,18 @@ class Options:
 # and 20.5 at 512^3 for uint32 instance labels), with headroom.
 INSTANCE_BYTES_PER_VOXEL = 24
 SEMANTIC_BYTES_PER_VOXEL = 10
-WORKER_BASELINE_BYTES = 200 * 2**20
 
 
 def _memory_estimate(grid: Grid, source, instance: bool) -> int:
-    """Peak bytes of one pair: per-voxel working set of the crop, plus the submitted array
-    as stored (as float64 twice over if it must be resampled), plus the worker's baseline."""
+    """Peak bytes of one pair beyond the worker's baseline (added by the runner): per-voxel
+    working set of the crop, plus the submitted array as stored (as float64 twice over if it
+    must be resampled)."""
     target = int(np.prod(grid.shape, dtype=np.float64))
     source_voxels = int(np.prod(source.shape, dtype=np.float64))
     resampled = source_voxels != target
     per_source = np.dtype(source.dtype).itemsize + (16 if resampled else 0)
     per_target = INSTANCE_BYTES_PER_VOXEL if instance else SEMANTIC_BYTES_PER_VOXEL
-    return target * per_target + source_voxels * per_source + WORKER_BASELINE_BYTES
+    return target * per_target + source_voxels * per_source
 
 
 @register
