@@ -5,15 +5,35 @@ A participant sees only the last line of stderr (Grand-Challenge shows nothing e
 contain ground-truth values or paths. Everything else is the organizer's or our problem.
 """
 
+import re
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_SUBMISSION = 2
 
 
+# Characters that must not reach a terminal or a web page verbatim: C0/C1 controls, line and
+# paragraph separators, bidirectional overrides (they can make a name read as something else).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LONG_WORD = re.compile(r"\S{121,}")
+
+
+def printable(text: str) -> str:
+    """``text`` as one safe line: control characters and undecodable bytes escaped, words
+    longer than 120 characters (a 4 KB file name) shortened in the middle."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return _LONG_WORD.sub(lambda m: f"{m.group()[:80]}...{m.group()[-30:]}", text)
+
+
 class GraderError(Exception):
-    """Base class: a failure with a message meant to be shown as is."""
+    """Base class: a failure with a message meant to be shown as is (made printable here, so
+    no caller has to remember to escape the names it quotes)."""
 
     exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str = ""):
+        super().__init__(printable(str(message)))
 
 
 class SubmissionError(GraderError):

@@ -1,0 +1,156 @@
+"""Touching what a participant uploaded: only regular files and folders, JSON within bounds.
+
+Every reader of submitted bytes goes through here before a library opens anything:
+
+- **Only regular files and folders.** A symbolic link can point at the ground truth; a FIFO
+  blocks the reader forever (no time limit helps when the parent blocks while planning); a
+  device or socket is never data. ``walk`` refuses all of them for a whole upload at once, and
+  ``check_regular`` / ``open_regular`` refuse them again where a worker opens a file (opened
+  with ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``: nothing blocks, no link is followed).
+- **Names a file system and a C library can take.** Names must be UTF-8 (a surrogate-escaped
+  name makes ITK abort its process) and folders at most ``MAX_DEPTH`` deep (Python 3.11's
+  ``os.walk`` and ``Path.rglob`` recurse and end in ``RecursionError`` at about 1000 levels).
+- **JSON with bounds.** Metadata files are size-capped and their nesting depth is measured
+  before ``json.loads``, which recurses and raises ``RecursionError`` on deep input.
+
+Problems raise ``SubmissionError`` (``PhaseError`` with ``error=PhaseError`` for the
+organizer's files).
+"""
+
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import SubmissionError
+
+MAX_DEPTH = 64  # folder levels below the submission's root
+MAX_ENTRIES = 1_000_000  # files and folders in one submission (the archive limit's default)
+MAX_JSON_BYTES = 1 << 20  # one metadata file (zarr's .zarray/.zattrs/zarr.json, predictions.json)
+MAX_JSON_DEPTH = 32  # nesting of JSON containers; real metadata needs 4
+
+_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a device file", stat.S_IFBLK: "a device file"}
+
+
+def kind_of(mode: int) -> str | None:
+    """None for a regular file or folder, else what the entry is, in words."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
+def _check_name(name: str, relative: str, error) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise error(f"the name {relative!r} is not valid UTF-8; rename it with plain characters") from None
+
+
+def walk(root: Path, error=SubmissionError, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES) -> Iterator[tuple[Path, bool]]:
+    """Every entry below ``root`` as (path, is_folder), depth first, without following links
+    and without recursion; refuses links, special files, non-UTF-8 names, folders nested
+    deeper than ``max_depth`` and more than ``max_entries`` entries."""
+    pending, count = [(Path(root), 0)], 0
+    while pending:
+        folder, depth = pending.pop()
+        with os.scandir(folder) as entries:
+            found = sorted(entries, key=lambda e: e.name)
+        for entry in found:
+            path = Path(entry.path)
+            relative = path.relative_to(root).as_posix()
+            _check_name(entry.name, relative, error)
+            count += 1
+            if count > max_entries:
+                raise error(f"the submission holds more than {max_entries} files and folders")
+            what = kind_of(entry.stat(follow_symlinks=False).st_mode)
+            if what is not None:
+                raise error(f"{relative} is {what}; upload plain files and folders only")
+            is_folder = entry.is_dir(follow_symlinks=False)
+            if is_folder:
+                if depth + 1 >= max_depth:
+                    raise error(f"the submission's folders are nested more than {max_depth} levels deep ({relative[:60]}...)")
+                pending.append((path, depth + 1))
+            yield path, is_folder
+
+
+def check_tree(root: Path, error=SubmissionError) -> int:
+    """Walk all of ``root`` once (see ``walk``); returns the number of entries."""
+    return sum(1 for _ in walk(root, error))
+
+
+def check_regular(path: Path, display: str, error=SubmissionError, folder: bool = False) -> os.stat_result:
+    """``lstat`` of ``path``: a regular file (or, with ``folder``, a folder), never a link."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        raise error(f"{display}: file not found") from None
+    except (OSError, ValueError) as exc:  # ENAMETOOLONG, ELOOP, embedded NUL, ...
+        raise error(f"{display}: cannot be opened ({type(exc).__name__})") from None
+    what = kind_of(info.st_mode)
+    if what is not None:
+        raise error(f"{display}: is {what}; upload plain files only")
+    if stat.S_ISDIR(info.st_mode) and not folder:
+        raise error(f"{display}: is a folder, not a file")
+    return info
+
+
+def open_regular(path: Path, display: str, error=SubmissionError):
+    """A binary file object for the regular file ``path``: opened without following a link
+    and without blocking (a FIFO would block ``open`` itself), checked with ``fstat``."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise error(f"{display}: file not found") from None
+    except (OSError, ValueError) as exc:
+        raise error(f"{display}: cannot be opened ({type(exc).__name__}); upload plain files only") from None
+    try:
+        what = kind_of(os.fstat(fd).st_mode)
+        if what is not None or stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise error(f"{display}: is {what or 'a folder'}; upload plain files only")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path, display: str, limit: int, error=SubmissionError) -> bytes:
+    """The whole regular file ``path``, refused when longer than ``limit`` bytes."""
+    with open_regular(path, display, error) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{display}: is larger than the {limit} bytes accepted for this kind of file")
+    return data
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def json_depth(data: bytes) -> int:
+    """Deepest nesting of JSON arrays and objects in ``data`` (strings skipped), in linear time."""
+    skeleton = np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)
+    steps = (np.isin(skeleton, (ord("["), ord("{"))).astype(np.int64)
+             - np.isin(skeleton, (ord("]"), ord("}"))).astype(np.int64))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def parse_json(data: bytes, display: str, error=SubmissionError, max_depth: int = MAX_JSON_DEPTH):
+    """``json.loads`` of ``data`` after checking its nesting depth."""
+    if json_depth(data) > max_depth:
+        raise error(f"{display}: its JSON is nested more than {max_depth} levels deep")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise error(f"{display}: is not valid JSON ({reason})") from None
+
+
+def load_json(path: Path, display: str, error=SubmissionError, limit: int = MAX_JSON_BYTES):
+    """A metadata file parsed as JSON, within ``limit`` bytes and ``MAX_JSON_DEPTH`` levels."""
+    return parse_json(read_bytes(path, display, limit, error), display, error)
