@@ -4,20 +4,26 @@ An upload is untrusted: an entry must never land outside the target folder (``..
 names, symbolic and hard links, device files), and a small archive must not be able to fill
 the disk: entry count, total size and compression ratio are capped, and sizes are counted
 while extracting instead of trusting the archive's headers. Archives inside the archive are
-not unpacked. Violations are ``SubmissionError``s naming the entry.
+not unpacked. Entry names must be UTF-8, at most ``MAX_NAME_BYTES`` per component and
+``MAX_DEPTH`` levels deep, and must not clash (a file and a folder of the same name).
+Violations are ``SubmissionError``s naming the entry, never the scratch folder it was
+unpacked into.
 """
 
+import errno
 import lzma
 import shutil
 import stat
 import tarfile
 import zipfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from evaluation import log
 from evaluation.errors import SubmissionError
+from evaluation.readers import untrusted
 
 _log = log.get(__name__)
 _COPY_BLOCK = 1 << 20
@@ -25,6 +31,7 @@ _COPY_BLOCK = 1 << 20
 _CORRUPT = (EOFError, OSError, RuntimeError, NotImplementedError, zlib.error, lzma.LZMAError)
 ZIP_SUFFIXES = (".zip",)
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+MAX_NAME_BYTES = 255  # one path component (the Linux limit)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,13 @@ def _size(n: float) -> str:
         n /= 1000
 
 
+def _reason(exc: BaseException) -> str:
+    """What went wrong reading the archive, without file names (an OSError's text names paths)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) if not isinstance(exc, OSError) else type(exc).__name__
+
+
 def is_archive(path: Path) -> bool:
     name = path.name.lower()
     return path.is_file() and name.endswith(ZIP_SUFFIXES + TAR_SUFFIXES)
@@ -65,6 +79,14 @@ def _safe_relative(name: str) -> PurePosixPath:
         raise SubmissionError(f"archive entry {name!r} has an absolute path; use paths relative to the archive root")
     if any(part == ".." for part in path.parts):
         raise SubmissionError(f"archive entry {name!r} points outside the archive ('..' in its path)")
+    try:
+        longest = max((len(part.encode("utf-8")) for part in path.parts), default=0)
+    except UnicodeEncodeError:
+        raise SubmissionError(f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters") from None
+    if longest > MAX_NAME_BYTES:
+        raise SubmissionError(f"archive entry {name!r} has a file or folder name longer than {MAX_NAME_BYTES} bytes; shorten it")
+    if len(path.parts) > untrusted.MAX_DEPTH:
+        raise SubmissionError(f"archive entry {name!r} is nested more than {untrusted.MAX_DEPTH} folders deep")
     return PurePosixPath(*[p for p in path.parts if p not in ("", ".")])
 
 
@@ -86,20 +108,23 @@ class _Writer:
         return destination
 
     def folder(self, name: str) -> None:
-        self._destination(name).mkdir(parents=True, exist_ok=True)
+        destination = self._destination(name)
+        with _creating(name):
+            destination.mkdir(parents=True, exist_ok=True)
 
     def file(self, name: str, source, compressed_size: int | None = None) -> None:
         destination = self._destination(name)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if destination.exists():
-            raise SubmissionError(f"archive entry {name!r} appears twice in the archive")
+        with _creating(name):
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            sink = open(destination, "xb")
         entry_written = 0
-        with open(destination, "xb") as sink:
+        with sink:
             while block := source.read(_COPY_BLOCK):
                 entry_written += len(block)
                 self.written += len(block)
                 self._check_size(name, entry_written, compressed_size)
-                sink.write(block)
+                with _creating(name):
+                    sink.write(block)
 
     def _check_size(self, name: str, entry_written: int, compressed_size: int | None) -> None:
         limits = self.limits
@@ -109,6 +134,22 @@ class _Writer:
         produced, packed = (entry_written, compressed_size) if compressed_size is not None else (self.written, self.compressed)
         if produced > limits.ratio_min_bytes and produced > limits.max_ratio * max(packed, 1):
             raise SubmissionError(f"archive entry {name!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb")
+
+
+@contextmanager
+def _creating(name: str):
+    """File system errors while unpacking, in the participant's terms (the OSError's own text
+    names the grader's scratch folder)."""
+    try:
+        yield
+    except (FileExistsError, IsADirectoryError, NotADirectoryError):
+        raise SubmissionError(f"archive entry {name!r} clashes with another entry of the same name (a file and a folder, or a file twice)") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise SubmissionError(f"archive entry {name!r} has a path too long to unpack; use shorter names") from None
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise SubmissionError("the archive unpacks to more data than the grader has room for; reduce its size") from None
+        raise
 
 
 def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_bytes: int) -> None:
@@ -128,7 +169,7 @@ def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, *_CORRUPT) as exc:
-        raise SubmissionError(f"{archive.name} is not a readable zip archive ({exc})") from None
+        raise SubmissionError(f"{archive.name} is not a readable zip archive ({_reason(exc)})") from None
     with zf:
         infos = zf.infolist()
         _check_declared([(i.filename, i.file_size) for i in infos], limits, shutil.disk_usage(writer.root).free)
@@ -142,14 +183,14 @@ def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
                 with zf.open(info) as source:
                     writer.file(info.filename, source, info.compress_size)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, *_CORRUPT) as exc:
-                raise SubmissionError(f"archive entry {info.filename!r} cannot be read ({exc}); the archive may be truncated or corrupt") from None
+                raise SubmissionError(f"archive entry {info.filename!r} cannot be read ({_reason(exc)}); the archive may be truncated or corrupt") from None
 
 
 def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         tf = tarfile.open(archive, "r:*")
     except (tarfile.TarError, *_CORRUPT) as exc:
-        raise SubmissionError(f"{archive.name} is not a readable tar archive ({exc})") from None
+        raise SubmissionError(f"{archive.name} is not a readable tar archive ({_reason(exc)})") from None
     with tf:
         try:
             for member in tf:  # streamed: nothing is listed or written past the first violation
@@ -164,7 +205,7 @@ def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
                 else:
                     raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
         except (tarfile.TarError, *_CORRUPT) as exc:
-            raise SubmissionError(f"{archive.name} cannot be read to the end ({exc}); the archive may be truncated or corrupt") from None
+            raise SubmissionError(f"{archive.name} cannot be read to the end ({_reason(exc)}); the archive may be truncated or corrupt") from None
 
 
 def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
@@ -175,7 +216,7 @@ def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
         _extract_zip(archive, writer, limits)
     else:
         _extract_tar(archive, writer, limits)
-    nested = next((p for p in target.rglob("*") if is_archive(p)), None)
+    nested = next((p for p, is_folder in untrusted.walk(target) if not is_folder and is_archive(p)), None)
     if nested is not None:
         raise SubmissionError(
             f"the archive contains another archive ({nested.relative_to(target).as_posix()}); upload one archive holding the files themselves"

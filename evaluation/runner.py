@@ -5,6 +5,11 @@ runs past the time limit loses only its own task: the others' results are kept a
 one is reported. Tasks start largest-first while their summed memory estimates fit the
 budget (the platforms give 7-8 GB on 2 cores; loading several 3D volumes at once is the
 classic out-of-memory failure). Results come back as JSON text over a pipe.
+
+No worker may use more than the whole budget: its data segment is capped with
+``RLIMIT_DATA`` (as Grand-Challenge caps every process), so whatever slips past the readers'
+size checks ends as a ``MemoryError`` in that worker, reported as the submission needing too
+much memory, instead of the machine running out.
 """
 
 import json
@@ -72,9 +77,23 @@ def peak_rss_mb() -> int | None:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def _child(connection, function, payload) -> None:
+def limit_memory(cap_bytes: int) -> None:
+    """Lower this process's ``RLIMIT_DATA`` soft limit to ``cap_bytes`` (never raise it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = min(cap_bytes, hard) if hard != resource.RLIM_INFINITY else cap_bytes
+    if soft == resource.RLIM_INFINITY or cap < soft:
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+
+
+def _child(connection, function, payload, key: str, memory_cap: int | None) -> None:
     try:
+        if memory_cap:
+            limit_memory(memory_cap)
         reply = {"value": function(payload)}
+    except MemoryError:
+        available = f"the {memory_cap / 2**30:.1f} GiB of memory" if memory_cap else "the memory"
+        reply = {"kind": "submission", "message": (
+            f"{key}: scoring it needed more than {available} available; submit smaller arrays (fewer voxels or a smaller data type)")}
     except GraderError as exc:
         reply = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
     except Exception as exc:  # any bug must come back as this task's failure, not kill the run
@@ -87,11 +106,11 @@ def _child(connection, function, payload) -> None:
 
 
 class _Running:
-    def __init__(self, task: Task, function):
+    def __init__(self, task: Task, function, memory_cap: int | None):
         self.task = task
         self.started = time.monotonic()
         self.receiver, sender = _CONTEXT.Pipe(duplex=False)
-        self.process = _CONTEXT.Process(target=_child, args=(sender, function, task.payload))
+        self.process = _CONTEXT.Process(target=_child, args=(sender, function, task.payload, task.key, memory_cap))
         self.process.start()
         sender.close()
         self.reply = None
@@ -163,7 +182,7 @@ def _start_what_fits(pending: list[Task], running: list[_Running], function, wor
             return
         task = fits[0] if fits else pending[0]
         pending.remove(task)
-        running.append(_Running(task, function))
+        running.append(_Running(task, function, memory_bytes))
         _log.debug("task_started", task=task.key, estimate_mb=task.memory_bytes // 2**20)
 
 

@@ -3,16 +3,17 @@
 Participants upload an archive, a folder, or the folder's contents; platforms add their own
 files (CodaBench writes ``metadata`` into the submission folder). A single archive is
 unpacked safely into scratch space; anything else is read in place and never modified.
-Symbolic links are refused anywhere in a submission: one could point at the ground truth.
+The whole tree is checked once before anything is read (``untrusted.walk``): only regular
+files and folders, UTF-8 names, bounded depth; a link could point at the ground truth, a FIFO
+would block the grader.
 """
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.archive import Limits, extract, is_archive
 from evaluation.errors import SubmissionError
-from evaluation.readers import images
+from evaluation.readers import images, untrusted
 
 PLATFORM_FILES = frozenset({"metadata"})
 
@@ -32,19 +33,22 @@ class Submission:
         if self.named_files is not None:
             return dict(self.named_files)
         found: dict[str, Path] = {}
-        for current, dirs, files in os.walk(self.root):
-            here = Path(current)
-            candidates = [here / d for d in dirs if d.lower().endswith(".zarr")] + [here / f for f in files]
-            dirs[:] = [d for d in dirs if not d.lower().endswith(".zarr") and not d.startswith(".")]
-            for path in candidates:
-                if path.name.startswith(".") or path.name in PLATFORM_FILES or images.suffix(path) not in suffixes:
-                    continue
-                case = images.stem(path)
-                if case in found:
-                    first, second = (p.relative_to(self.root).as_posix() for p in (found[case], path))
-                    raise SubmissionError(f"case '{case}' appears twice in the submission ({first} and {second}); keep one")
-                found[case] = path
+        for path, is_folder in untrusted.walk(self.root, prune=_not_entered):
+            if is_folder and not path.name.lower().endswith(".zarr"):
+                continue
+            if path.name.startswith(".") or path.name in PLATFORM_FILES or images.suffix(path) not in suffixes:
+                continue
+            case = images.stem(path)
+            if case in found:
+                first, second = (p.relative_to(self.root).as_posix() for p in (found[case], path))
+                raise SubmissionError(f"case '{case}' appears twice in the submission ({first} and {second}); keep one")
+            found[case] = path
         return found
+
+
+def _not_entered(folder: Path) -> bool:
+    """A zarr folder is one case; hidden folders are not looked into."""
+    return folder.name.lower().endswith(".zarr") or folder.name.startswith(".")
 
 
 def entries(folder: Path) -> list[Path]:
@@ -52,17 +56,10 @@ def entries(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.name not in PLATFORM_FILES and not p.name.startswith("."))
 
 
-def refuse_links(folder: Path) -> None:
-    for current, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            if os.path.islink(os.path.join(current, name)):
-                relative = os.path.relpath(os.path.join(current, name), folder)
-                raise SubmissionError(f"the submission contains a symbolic link ({relative}); upload the files themselves")
-
-
 def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
     if not folder.is_dir():
         raise SubmissionError("no submission folder was provided")
+    untrusted.check_tree(folder)
     found = entries(folder)
     if not found:
         raise SubmissionError("the submission is empty: upload your predictions (a zip archive or a folder)")
@@ -73,5 +70,4 @@ def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
         raise SubmissionError(f"the submission holds {archives[0].name} and other files; upload either one archive or a folder")
     if archives:
         return Submission(extract(archives[0], scratch / "submission", limits))
-    refuse_links(folder)
     return Submission(folder)

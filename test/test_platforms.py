@@ -82,7 +82,7 @@ def test_missing_output_image_and_bad_json(tmp_path):
     with pytest.raises(SubmissionError, match="expected one image"):
         platform.submission(PHASE, tmp_path / "s")
     (root / "predictions.json").write_text("{not json")
-    with pytest.raises(SubmissionError, match="cannot be read as JSON"):
+    with pytest.raises(SubmissionError, match="predictions.json: is not valid JSON"):
         platform.submission(PHASE, tmp_path / "s")
 
 
@@ -104,7 +104,7 @@ def test_codabench_layout_and_scores(tmp_path):
     (root / "ref" / "phase.yaml").write_text("suite: cellmap\n")
     (root / "res" / "metadata").write_text("written by the worker")
     (root / "res" / "case_1.npy").write_bytes(b"")
-    platform = platforms.detect("auto", root, None, tmp_path / "out")
+    platform = platforms.detect("codabench", root, None, tmp_path / "out")
     assert platform.name == "codabench" and platform.ground_truth == root / "ref"
     assert platform.submission_folder() == root / "res"
     assert scores({"a": 0.5, "b": float("nan"), "c": 1e12, "d": 2}) == {"a": 0.5, "d": 2.0}
@@ -118,12 +118,26 @@ def test_local_is_the_fallback(tmp_path):
     assert platforms.detect("auto", tmp_path, tmp_path, tmp_path).name == "local"
 
 
+def test_an_upload_holding_ref_and_res_does_not_choose_its_ground_truth(tmp_path):
+    """Grand-Challenge extracts a prediction upload into /input: one holding ref/phase.yaml
+    and res/ must not be taken for CodaBench's mount, whose ref/ is trusted ground truth."""
+    root = tmp_path / "input"
+    (root / "ref").mkdir(parents=True)
+    (root / "res").mkdir()
+    (root / "ref" / "phase.yaml").write_text("suite: cellmap\n")
+    platform = platforms.detect("auto", root, None, tmp_path / "out")
+    assert platform.name == "local" and root not in platform.ground_truth.parents
+
+
 def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
-    """CodaBench runs `python3 -m evaluation --input /app/input --output /app/output`: the
-    phase comes from input/ref, the worker's metadata file is ignored, scores.json is flat."""
+    """CodaBench runs the scoring program's command (examples/codabench): the phase comes
+    from input/ref, the worker's metadata file is ignored, scores.json is flat."""
+    import shlex
     import shutil
     import subprocess
     import sys
+
+    import yaml
 
     from conftest import ROOT, validate_metrics
 
@@ -132,8 +146,10 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
     shutil.copytree(phase, app / "input" / "ref")
     shutil.copytree(submission, app / "input" / "res")
     (app / "input" / "res" / "metadata").write_text("submitted-by: someone\n")
-    done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(app / "input"), "--output", str(app / "output")],
-                          capture_output=True, text=True, cwd=ROOT)
+    shipped = yaml.safe_load((ROOT / "examples" / "codabench" / "scoring_program" / "metadata.yaml").read_text())["command"]
+    command = [str(app / a[len("/app/"):]) if a.startswith("/app/") else a for a in shlex.split(shipped)]
+    assert command[:3] == ["python3", "-m", "evaluation"]
+    done = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     metrics = json.loads((app / "output" / "metrics.json").read_text())
     validate_metrics(metrics)

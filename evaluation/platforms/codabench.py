@@ -1,8 +1,12 @@
 """CodaBench scoring program: ``input/ref`` + ``input/res`` -> ``output/scores.json``.
 
-The scoring command (``metadata.yaml``) runs ``python3 -m evaluation --input /app/input
---output /app/output``. The reference data (``ref``) carries the phase: the image is public on
-CodaBench, so ground truth must come with the competition, not be baked in. The submission
+The scoring command (``metadata.yaml``) runs ``python3 -m evaluation --platform codabench
+--input /app/input --output /app/output``. The reference data (``ref``) carries the phase: the
+image is public on CodaBench, so ground truth must come with the competition, not be baked in.
+
+Because ``ref/`` decides where the ground truth is read from, CodaBench is recognised without
+being named only on the worker's own mount (``/app/input`` holding ``ref/`` and ``res/``): a
+Grand-Challenge upload is extracted into ``/input`` and could carry a ``ref/`` of its own. The submission
 folder holds a ``metadata`` file written by the worker, which is ignored. ``scores.json`` must
 be a flat {column key: finite number}; keys must match the leaderboard's columns.
 """
@@ -10,6 +14,7 @@ be a flat {column key: finite number}; keys must match the leaderboard's columns
 import html
 import json
 import math
+import os
 from pathlib import Path
 
 from evaluation import log, phase as phases, report as reports
@@ -20,6 +25,7 @@ _log = log.get(__name__)
 SCORES_FILE = "scores.json"
 DETAILS_FILE = "detailed_results.html"
 STORED_LIMIT = 1e10  # CodaBench stores scores as Decimal(20, 10)
+WORKER_INPUT = Path("/app/input")  # where the compute worker mounts ref/ and res/
 
 
 class CodaBench(Platform):
@@ -27,7 +33,8 @@ class CodaBench(Platform):
 
     @staticmethod
     def recognises(input_folder: Path) -> bool:
-        return (input_folder / "ref").is_dir() and (input_folder / "res").is_dir()
+        on_worker_mount = Path(os.path.abspath(input_folder)) == WORKER_INPUT
+        return on_worker_mount and (input_folder / "ref").is_dir() and (input_folder / "res").is_dir()
 
     def default_ground_truth(self) -> Path:
         reference = self.input / "ref"

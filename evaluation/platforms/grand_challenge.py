@@ -12,19 +12,21 @@ Phase options (``grand_challenge: {input: <slug>, output: <slug>}``) choose the 
 a job has several image inputs or outputs.
 """
 
-import json
 import re
 from pathlib import Path, PurePosixPath
 
 from evaluation import phase as phases
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.platforms.base import Platform
-from evaluation.readers import images
-from evaluation.submission import Submission, refuse_links
+from evaluation.readers import images, untrusted
+from evaluation.submission import Submission
 
 PREDICTIONS = "predictions.json"
 IMAGE_OUTPUT_SUFFIXES = (".mha", ".tif", ".tiff", ".nii.gz", ".nii")
+MAX_PREDICTIONS_BYTES = 256 << 20  # the job list of tens of thousands of jobs
 _SAFE_PK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SAFE_RELATIVE = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")  # socket paths are slugs joined by '/'
+
 
 
 class GrandChallenge(Platform):
@@ -36,6 +38,7 @@ class GrandChallenge(Platform):
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
         options = phase.option("grand_challenge", {}) or {}
+        untrusted.check_tree(self.input)
         jobs = read_jobs(self.input / PREDICTIONS)
         named = {}
         for job in jobs:
@@ -44,15 +47,11 @@ class GrandChallenge(Platform):
             if case in named:
                 raise SubmissionError(f"two algorithm jobs were run on the same input image '{case}'")
             named[case] = output
-        refuse_links(self.input)
         return Submission(self.input, named_files=named)
 
 
 def read_jobs(path: Path) -> list[dict]:
-    try:
-        jobs = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise SubmissionError(f"{PREDICTIONS} cannot be read as JSON ({exc})") from None
+    jobs = untrusted.load_json(path, PREDICTIONS, limit=MAX_PREDICTIONS_BYTES)
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         raise SubmissionError(f"{PREDICTIONS} must be a list of algorithm jobs")
     if not jobs:
@@ -98,7 +97,8 @@ def _output_file(root: Path, job: dict, slug: str | None) -> Path:
     """The single image file of the job's output socket, which must stay inside ``root``."""
     socket = _socket(_socket_value(job, "outputs", slug))
     relative = socket.get("relative_path")
-    if not isinstance(relative, str) or not relative or PurePosixPath(relative).is_absolute() or ".." in PurePosixPath(relative).parts:
+    if not isinstance(relative, str) or not _SAFE_RELATIVE.match(relative) or PurePosixPath(relative).is_absolute() \
+            or ".." in PurePosixPath(relative).parts:
         raise SubmissionError(f"{PREDICTIONS}: output '{socket['slug']}' of job {job['pk']} has an unusable relative_path")
     folder = (root / job["pk"] / "output" / relative).resolve()
     if root.resolve() not in folder.parents:

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,13 +52,15 @@ def _check_name(name: str, relative: str, error) -> None:
         raise error(f"the name {relative!r} is not valid UTF-8; rename it with plain characters") from None
 
 
-def walk(root: Path, error=SubmissionError, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES) -> Iterator[tuple[Path, bool]]:
-    """Every entry below ``root`` as (path, is_folder), depth first, without following links
+def walk(root: Path, error=SubmissionError, prune=None, max_depth: int = MAX_DEPTH,
+         max_entries: int = MAX_ENTRIES) -> Iterator[tuple[Path, bool]]:
+    """Every entry below ``root`` as (path, is_folder), breadth first, without following links
     and without recursion; refuses links, special files, non-UTF-8 names, folders nested
-    deeper than ``max_depth`` and more than ``max_entries`` entries."""
-    pending, count = [(Path(root), 0)], 0
+    deeper than ``max_depth`` and more than ``max_entries`` entries. Folders for which
+    ``prune(path)`` is true are yielded but not entered."""
+    pending, count = deque([(Path(root), 0)]), 0
     while pending:
-        folder, depth = pending.pop()
+        folder, depth = pending.popleft()
         with os.scandir(folder) as entries:
             found = sorted(entries, key=lambda e: e.name)
         for entry in found:
@@ -67,11 +70,11 @@ def walk(root: Path, error=SubmissionError, max_depth: int = MAX_DEPTH, max_entr
             count += 1
             if count > max_entries:
                 raise error(f"the submission holds more than {max_entries} files and folders")
-            what = kind_of(entry.stat(follow_symlinks=False).st_mode)
-            if what is not None:
+            is_folder = entry.is_dir(follow_symlinks=False)  # from the directory entry's type: no stat call
+            if not is_folder and not entry.is_file(follow_symlinks=False):
+                what = kind_of(entry.stat(follow_symlinks=False).st_mode) or "not a plain file"
                 raise error(f"{relative} is {what}; upload plain files and folders only")
-            is_folder = entry.is_dir(follow_symlinks=False)
-            if is_folder:
+            if is_folder and not (prune and prune(path)):
                 if depth + 1 >= max_depth:
                     raise error(f"the submission's folders are nested more than {max_depth} levels deep ({relative[:60]}...)")
                 pending.append((path, depth + 1))
@@ -130,14 +133,20 @@ def read_bytes(path: Path, display: str, limit: int, error=SubmissionError) -> b
 
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 
 
-def json_depth(data: bytes) -> int:
-    """Deepest nesting of JSON arrays and objects in ``data`` (strings skipped), in linear time."""
+def json_depth(data: bytes, block: int = 1 << 20) -> int:
+    """Deepest nesting of JSON arrays and objects in ``data`` (strings skipped), in linear time
+    and in blocks, so a large file needs no more than a few bytes per input byte."""
     skeleton = np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)
-    steps = (np.isin(skeleton, (ord("["), ord("{"))).astype(np.int64)
-             - np.isin(skeleton, (ord("]"), ord("}"))).astype(np.int64))
-    return int(np.cumsum(steps).max(initial=0))
+    deepest = level = 0
+    for start in range(0, skeleton.size, block):
+        part = skeleton[start:start + block]
+        steps = (np.isin(part, _OPEN).astype(np.int32) - np.isin(part, _CLOSE).astype(np.int32))
+        levels = np.cumsum(steps) + level
+        deepest, level = max(deepest, int(levels.max(initial=level))), int(levels[-1]) if levels.size else level
+    return deepest
 
 
 def parse_json(data: bytes, display: str, error=SubmissionError, max_depth: int = MAX_JSON_DEPTH):
