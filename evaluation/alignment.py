@@ -29,14 +29,24 @@ class Grid:
     translation: tuple[float, ...]
 
 
+# A submitted voxel size more than this many times finer or coarser than the crop's, per axis,
+# is a unit mistake (micrometres for nanometres is 1000) or an attack, not a resolution.
+MAX_SCALE = 256.0
+# A translation beyond this many nanometres (1 km) places nothing on any crop.
+MAX_TRANSLATION_NM = 1e12
+
+
 def _vector(attrs: dict, keys: tuple[str, ...], ndim: int, display: str) -> np.ndarray | None:
-    """First present attribute among ``keys`` as floats, its last ``ndim`` entries."""
+    """First present attribute among ``keys`` as finite floats, its last ``ndim`` entries."""
     for key in keys:
         if key in attrs:
+            value = attrs[key]
             try:
-                values = np.asarray([float(v) for v in attrs[key]], dtype=np.float64)
-            except (TypeError, ValueError):
-                raise SubmissionError(f"{display}: attribute '{key}' must be a list of numbers") from None
+                values = np.asarray([float(v) for v in value], dtype=np.float64) if isinstance(value, (list, tuple)) else None
+            except (TypeError, ValueError, OverflowError):
+                values = None
+            if values is None:
+                raise SubmissionError(f"{display}: attribute '{key}' must be a list of numbers")
             if values.size < ndim or not np.all(np.isfinite(values)):
                 raise SubmissionError(f"{display}: attribute '{key}' must hold {ndim} finite numbers (z, y, x)")
             return values[-ndim:]
@@ -44,11 +54,19 @@ def _vector(attrs: dict, keys: tuple[str, ...], ndim: int, display: str) -> np.n
 
 
 def source_geometry(attrs: dict, ndim: int, display: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(voxel size, translation) of a submitted array, either possibly absent."""
-    return (
-        _vector(attrs, ("voxel_size", "resolution", "scale"), ndim, display),
-        _vector(attrs, ("translation", "offset"), ndim, display),
-    )
+    """(voxel size, translation) of a submitted array, either possibly absent; refuses voxel
+    sizes that are not positive and translations no crop could be at."""
+    voxel_size = _vector(attrs, ("voxel_size", "resolution", "scale"), ndim, display)
+    translation = _vector(attrs, ("translation", "offset"), ndim, display)
+    if voxel_size is not None and not np.all(voxel_size > 0):
+        raise SubmissionError(f"{display}: its voxel_size ({_numbers(voxel_size)}) must be positive in every axis (nm, z-y-x)")
+    if translation is not None and np.abs(translation).max() > MAX_TRANSLATION_NM:
+        raise SubmissionError(f"{display}: its translation ({_numbers(translation)}) is beyond any crop's position; give it in nm (z-y-x)")
+    return voxel_size, translation
+
+
+def _numbers(values: np.ndarray) -> str:
+    return ", ".join(f"{v:.6g}" for v in values)
 
 
 def _rescale(image: np.ndarray, scale: np.ndarray, instance: bool) -> np.ndarray:
@@ -126,14 +144,45 @@ def inferred_scale(source_shape, grid: Grid) -> np.ndarray | None:
     return None
 
 
-def check_size_ratio(shape, grid: Grid, max_size_ratio: float, display: str) -> None:
+def check_size_ratio(shape, grid: Grid, max_size_ratio: float, display: str, what: str = "is") -> None:
     """The reference's guard against arrays far larger than their crop (``MAX_VOLUME_SIZE_RATIO``)."""
     ratio = float(np.prod(shape, dtype=np.float64)) / float(np.prod(grid.shape, dtype=np.float64))
     if ratio > max_size_ratio:
         raise SubmissionError(
-            f"{display}: is {ratio:.0f} times larger than the crop it predicts (limit {max_size_ratio:g}); "
+            f"{display}: {what} {ratio:.0f} times larger than the crop it predicts (limit {max_size_ratio:g}); "
             "submit it at a resolution closer to the crop's"
         )
+
+
+def resampling(source_shape, attrs: dict, grid: Grid, max_size_ratio: float, display: str,
+               infer_scale_from_shape: bool = False) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """(scale, voxel size, translation) of a submitted array, from its metadata alone: the
+    factor by which it is resampled (None: not resampled), checked before any voxel is read.
+
+    The scale must be within ``MAX_SCALE`` of 1 per axis, and the resampled array no larger
+    than ``max_size_ratio`` crops (the reference's own size guard, applied to what is built in
+    memory rather than only to what was stored): a 48^3 array declaring a voxel size 20 times
+    the crop's would otherwise be upsampled to 960^3 before being cropped."""
+    ndim = len(grid.shape)
+    check_size_ratio(source_shape, grid, max_size_ratio, display)
+    voxel_size, translation = source_geometry(attrs, ndim, display)
+    target_vs = np.asarray(grid.voxel_size, dtype=np.float64)
+    scale = voxel_size / target_vs if voxel_size is not None and not np.allclose(voxel_size, target_vs) else None
+    large = np.prod(source_shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB
+    if scale is None and voxel_size is None and large and infer_scale_from_shape:
+        scale = inferred_scale(source_shape, grid)
+    if scale is not None:
+        if voxel_size is not None and not np.all((scale <= MAX_SCALE) & (scale >= 1 / MAX_SCALE)):
+            raise SubmissionError(
+                f"{display}: its voxel_size ({_numbers(voxel_size)}) differs from the crop's ({_numbers(target_vs)}) by more than "
+                f"{MAX_SCALE:g} times in some axis; give it in nm (z-y-x) at a resolution close to the crop's")
+        check_size_ratio(resampled_shape(source_shape, scale), grid, max_size_ratio, display, "resampled to the crop's voxel size, it would be")
+    return scale, voxel_size, translation
+
+
+def resampled_shape(shape, scale: np.ndarray) -> tuple[int, ...]:
+    """``skimage.transform.rescale``'s output shape: ``max(round(n * scale), 1)`` per axis."""
+    return tuple(int(n) for n in np.maximum(np.round(np.asarray(shape, dtype=np.float64) * scale), 1))
 
 
 def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
@@ -149,20 +198,14 @@ def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio:
         raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
     if 0 in source.shape:
         raise SubmissionError(f"{display}: has an empty axis (shape {tuple(source.shape)})")
-    check_size_ratio(source.shape, grid, max_size_ratio, display)
-    voxel_size, translation = source_geometry(attrs, ndim, display)
-    target_vs = np.asarray(grid.voxel_size, dtype=np.float64)
-    resample = voxel_size is not None and not np.allclose(voxel_size, target_vs)
+    scale, voxel_size, translation = resampling(tuple(source.shape), attrs, grid, max_size_ratio, display, infer_scale_from_shape)
     large = np.prod(source.shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB
-    scale = voxel_size / target_vs if resample else None
-    if scale is None and voxel_size is None and large and infer_scale_from_shape:
-        scale = inferred_scale(source.shape, grid)
     if scale is not None and large:
         image = _rescale_blocks(read, tuple(source.shape), source.dtype, scale, instance)
     else:
         image = read(Ellipsis)
-        if resample:
-            image = _rescale(image, voxel_size / target_vs, instance)
+        if scale is not None:
+            image = _rescale(image, scale, instance)
             if not instance:
                 image = image > SEMANTIC_THRESHOLD
         elif voxel_size is None and image.shape != tuple(grid.shape):

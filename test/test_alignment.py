@@ -74,6 +74,15 @@ def test_native_float_prediction_is_not_thresholded():
         (np.zeros((2, 2, 2)), {"translation": [1, 2]}, "3 finite numbers"),
         (np.zeros((2, 2, 2)), {"voxel_size": [1, float("nan"), 1]}, "3 finite numbers"),
         (np.zeros((64, 64, 64)), {}, "times larger"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [8, 0, 8]}, "positive"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [8, -8, 8]}, "positive"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [8, 1e-300, 8]}, "more than 256 times"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [8, 1e300, 8]}, "more than 256 times"),
+        (np.zeros((2, 2, 2)), {"voxel_size": "8nm"}, "list of numbers"),
+        (np.zeros((2, 2, 2)), {"voxel_size": [8, 10**400, 8]}, "list of numbers"),
+        (np.zeros((2, 2, 2)), {"translation": [0, 1e300, 0]}, "beyond any crop"),
+        # 20 times the crop's voxel size: resampled to 40^3 = 8000 crops, beyond the ratio guard
+        (np.zeros((2, 2, 2)), {"voxel_size": [160, 160, 160]}, "resampled to the crop's voxel size, it would be 8000 times larger"),
     ],
 )
 def test_unusable_arrays_are_submission_errors(image, attrs, message):

@@ -30,7 +30,7 @@ import cc3d
 import numpy as np
 
 from evaluation import log
-from evaluation.alignment import Grid, align, check_size_ratio
+from evaluation.alignment import Grid, align, resampled_shape, resampling
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics import binary
 from evaluation.metrics.hausdorff import capped_hausdorff
@@ -503,16 +503,20 @@ INSTANCE_BYTES_PER_VOXEL = 24
 SEMANTIC_BYTES_PER_VOXEL = 10
 
 
-def _memory_estimate(grid: Grid, source, instance: bool) -> int:
+def _memory_estimate(grid: Grid, source, instance: bool, scale) -> int:
     """Peak bytes of one pair beyond the worker's baseline (added by the runner): per-voxel
-    working set of the crop, plus the submitted array as stored (as float64 twice over if it
-    must be resampled)."""
+    working set of the crop, plus the submitted array as stored, and when it is resampled
+    (``scale``) the array and its resampled copy as float64 (scikit-image resamples in float64)."""
     target = int(np.prod(grid.shape, dtype=np.float64))
     source_voxels = int(np.prod(source.shape, dtype=np.float64))
-    resampled = source_voxels != target
-    per_source = np.dtype(source.dtype).itemsize + (16 if resampled else 0)
+    itemsize = np.dtype(source.dtype).itemsize
     per_target = INSTANCE_BYTES_PER_VOXEL if instance else SEMANTIC_BYTES_PER_VOXEL
-    return target * per_target + source_voxels * per_source
+    estimate = target * per_target + source_voxels * itemsize
+    if scale is not None:
+        estimate += source_voxels * 8 + int(np.prod(resampled_shape(source.shape, scale), dtype=np.float64)) * (8 + itemsize)
+    elif source_voxels != target:
+        estimate += source_voxels * 16  # padded or cropped copies
+    return estimate
 
 
 @register
@@ -559,8 +563,9 @@ class CellMap(Suite):
                     payload.update(version=options.version, pathological_crops=options.pathological_crops)
                 try:  # metadata only: a broken array fails its own pair, never the others
                     source = zarr_store.open_array(pred_path, display)
-                    check_size_ratio(source.shape, grid, limits.max_volume_size_ratio, display)
-                    estimate, refusal = _memory_estimate(grid, source, label in options.instance_classes), None
+                    scale, _, _ = resampling(tuple(source.shape), zarr_store.attributes(source), grid,
+                                             limits.max_volume_size_ratio, display, infer_scale_from_shape=options.pooled)
+                    estimate, refusal = _memory_estimate(grid, source, label in options.instance_classes, scale), None
                 except SubmissionError as exc:
                     estimate, refusal = 0, str(exc)
                 tasks.append(Task(key=f"{crop}/{label}", payload=payload, memory_bytes=estimate, refusal=refusal))
