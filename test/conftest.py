@@ -97,3 +97,16 @@ def cellmap_phase(tmp_path):
 
 def finite(value) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The hostile corpus's figures: how many kinds ran, the slowest and the largest peak."""
+    corpus = sys.modules.get("test_hostile_corpus")
+    measured = getattr(corpus, "MEASURED", None)
+    if not measured:
+        return
+    slowest = max(measured, key=lambda m: m["seconds"])
+    largest = max(measured, key=lambda m: m["peak_mb"])
+    terminalreporter.write_line(
+        f"hostile corpus: {len(measured)} kinds under {corpus.CAP_MB} MB and {corpus.TIME_LIMIT_S} s each; "
+        f"slowest {slowest['kind']!r} {slowest['seconds']:.1f} s; largest peak {largest['kind']!r} {largest['peak_mb']} MB")

@@ -41,6 +41,15 @@ class Volume:
     direction: tuple[float, ...] | None = None  # row-major matrix, flattened
     attrs: dict | None = None
 
+    def __post_init__(self):
+        self.array = native(self.array)
+
+
+def native(array: np.ndarray) -> np.ndarray:
+    """``array`` in the machine's byte order: big-endian files are legitimate, but compiled
+    kernels (cc3d, numba) accept native arrays only."""
+    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
 
 def suffix(path: Path) -> str:
     """The format suffix, with double suffixes such as '.nii.gz' kept whole."""

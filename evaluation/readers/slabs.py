@@ -75,7 +75,7 @@ class _Npy(Slabs):
         if self._fortran:  # column-major: a slab is scattered over the file, read it once
             if self._whole is None:
                 self._whole = np.load(self._file.name, allow_pickle=False, mmap_mode="r")
-            return np.ascontiguousarray(self._whole[z0:z1])
+            return images.native(np.ascontiguousarray(self._whole[z0:z1]))
         plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
         view = memoryview(out.reshape(-1).view(np.uint8))
@@ -85,7 +85,7 @@ class _Npy(Slabs):
             if got <= 0:
                 raise self._error(f"{self.display}: the file ended early; it may be truncated")
             done += got
-        return out
+        return images.native(out)
 
     def close(self) -> None:
         self._file.close()
@@ -176,9 +176,12 @@ class _Whole(Slabs):
         return self._array[z0:z1]
 
 
-def open_slabs(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False) -> Slabs:
+def open_slabs(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
+               max_voxels: int | None = None) -> Slabs:
     """A slab reader for ``path``; ``key`` selects the HDF5 dataset or zarr array. Problems
-    raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files)."""
+    raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files). Formats
+    that can only be read whole are refused from their header beyond ``max_voxels``; the
+    others are read slab by slab, so the caller checks ``shape`` before reading."""
     display = display or path.name
     error = PhaseError if trusted else SubmissionError
     if not path.exists():
@@ -194,7 +197,7 @@ def open_slabs(path: Path, key: str | None = None, display: str | None = None, t
         slabs = _Tiff(path, display, error)
     elif kind in images.SUFFIXES:
         try:
-            slabs = _Whole(images.read(path, key, display), display)
+            slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels), display)
         except SubmissionError as exc:
             raise error(str(exc)) from None
     else:

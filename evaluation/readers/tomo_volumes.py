@@ -111,7 +111,8 @@ def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: W
                 trusted: bool = False) -> BinaryVolume:
     """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain."""
     error = PhaseError if trusted else SubmissionError
-    slabs = open_slabs(path, key=_dataset_key(path), display=display, trusted=trusted)
+    largest = max(int(np.prod(shape)), window.total * int(np.prod(shape[1:])) if window is not None else 0)
+    slabs = open_slabs(path, key=_dataset_key(path), display=display, trusted=trusted, max_voxels=largest)
     found = slabs.shape
     if found == packed_shape(shape) and slabs.dtype == np.uint8 and found != tuple(shape):
         planes = slabs.read(0, found[0])
