@@ -40,6 +40,16 @@ def test_the_corpus_is_large_enough():
     assert len({k.name for k in KINDS}) == len(KINDS) >= 100
 
 
+def test_the_readme_catalogue_lists_every_kind():
+    """The participants' catalogue is generated from this corpus
+    (helpers/write_rejection_catalogue.py); a kind added or renamed without regenerating it
+    fails here."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("<!-- rejection-catalogue:start -->")[1].split("<!-- rejection-catalogue:end -->")[0]
+    listed = [row.split(" | ")[0].removeprefix("| ") for row in section.strip().splitlines()[2:]]
+    assert listed == [k.name for k in KINDS]
+
+
 def snapshot(folder: Path) -> dict[str, tuple]:
     return {str(p.relative_to(folder)): (p.is_symlink(), p.stat(follow_symlinks=False).st_size if not p.is_dir() else 0,
                                          p.stat(follow_symlinks=False).st_mtime_ns)
