@@ -515,7 +515,14 @@ def _int_in(low, high):
 _ANY_INT = (lambda v: _is_int(v) and abs(v) < 2**31, "an integer")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
 _NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
-_DTYPE = (lambda v: isinstance(v, str) and _V2_DTYPE.fullmatch(v) is not None, "a numeric data type string such as '<i4'")
+
+
+def _is_dtype_string(value) -> bool:
+    match = _V2_DTYPE.fullmatch(value) if isinstance(value, str) else None
+    return match is not None and int(match.group(3)) in _VALID_SIZES[match.group(2)]
+
+
+_DTYPE = (_is_dtype_string, "a numeric data type string such as '<i4'")
 _LOCATION = (lambda v: v in ("start", "end"), "'start' or 'end'")
 _BLOSC_NAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
 
