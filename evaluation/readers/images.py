@@ -122,6 +122,8 @@ def probe_shape(path: Path, key: str | None = None, display: str | None = None) 
 
         with h5py.File(path, "r") as handle:
             return tuple(hdf5_dataset(handle, key, display).shape)
+    if kind in ZARR_SUFFIXES:  # from the metadata alone
+        return tuple(_open_zarr(path, key, display).shape)
     return tuple(_load(path, kind, key, display).array.shape)
 
 
@@ -245,7 +247,7 @@ def _read_hdf5(path: Path, key: str | None, display: str) -> Volume:
         return Volume(dataset[()], attrs=dict(dataset.attrs))
 
 
-def _read_zarr(path: Path, key: str | None, display: str) -> Volume:
+def _open_zarr(path: Path, key: str | None, display: str):
     from evaluation.readers import zarr_store
 
     target = path / key if key else path
@@ -254,7 +256,13 @@ def _read_zarr(path: Path, key: str | None, display: str) -> Volume:
         if len(arrays) != 1:
             raise SubmissionError(f"{display}: expected one array in the zarr, found {len(arrays)}")
         target = target / arrays[0]
-    array = zarr_store.open_array(target, display)
+    return zarr_store.open_array(target, display)
+
+
+def _read_zarr(path: Path, key: str | None, display: str) -> Volume:
+    from evaluation.readers import zarr_store
+
+    array = _open_zarr(path, key, display)
     return Volume(zarr_store.read_array(array, display), attrs=zarr_store.attributes(array))
 
 

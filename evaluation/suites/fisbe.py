@@ -77,6 +77,8 @@ class LabelArray:
             index.append(next(items) if axis in self.kept else 0)
         try:
             return np.asarray(self.array[tuple(index)])
+        except (SubmissionError, PhaseError):  # the zarr reader's own messages name the chunk
+            raise
         except Exception as exc:  # corrupt chunks surface as codec errors of many types
             raise SubmissionError(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
 
