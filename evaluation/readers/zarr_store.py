@@ -268,7 +268,7 @@ class _Checksum(_Stage):
         elif self.name == "adler32":
             value = zlib.adler32(payload)
         else:
-            import google_crc32c  # a dependency of zarr
+            import google_crc32c
 
             value = google_crc32c.value(payload.tobytes() if not payload.flags.c_contiguous else payload)
         if struct.unpack("<I", stored.tobytes())[0] != value & 0xFFFFFFFF:
@@ -1220,13 +1220,14 @@ class Array:
 
 
 def _read_attrs(path: Path, display: str, error) -> dict:
+    """``.zattrs`` as a dict, ``{}`` when there is none. A file that is there but unreadable is
+    refused rather than ignored: it may hold the voxel size the array is scored at."""
     if _lstat_mode(path) is None:
         return {}
-    try:
-        attrs = untrusted.load_json(path, display, error)
-    except GraderError:
-        return {}
-    return attrs if isinstance(attrs, dict) else {}
+    attrs = untrusted.load_json(path, display, error)
+    if not isinstance(attrs, dict):
+        raise error(f"{display}: must be a JSON object")
+    return attrs
 
 
 def open_array(path: Path, display: str, trusted: bool = False) -> Array:
