@@ -41,6 +41,9 @@ TRUTH_SUFFIXES = (".zarr", ".hdf", ".h5", ".hdf5", ".tif", ".tiff")
 DEFAULT_PREDICTION_KEYS = ("volumes/labels", "volumes/gmm_label_cleaned")
 DEFAULT_TRUTH_KEY = "volumes/gt_instances"
 SLAB_BYTES = 32 << 20
+# Channels of a submitted (channels, z, y, x) stack: one per predicted instance, where FlyLight
+# images hold a few dozen neurons. Each channel costs a read and a pass of its own.
+MAX_CHANNELS = 10_000
 # The reference's summary columns (``--app flylight``: ``args.summary``), in its order.
 SUMMARY_METRICS = (
     "general.Num GT", "general.Num Pred", "general.avg_f1_cov_score", "confusion_matrix.avFscore",
@@ -71,12 +74,21 @@ class LabelArray:
         if np.dtype(array.dtype).kind not in "biuf":
             raise SubmissionError(f"{display}: has data type {array.dtype}; labels must be integers")
 
-    def read(self, region: tuple) -> np.ndarray:
+    def _index(self, region: tuple) -> tuple:
         index, items = [], iter(region)
         for axis in range(len(self.array.shape)):
             index.append(next(items) if axis in self.kept else 0)
+        return tuple(index)
+
+    def stored(self, region: tuple) -> bool:
+        """False when the file stores nothing in ``region`` and it reads as zeros (a stack of
+        a million channels with nothing stored is skipped, not read)."""
+        check = getattr(self.array, "stored", None)
+        return True if check is None else bool(check(self._index(region)))
+
+    def read(self, region: tuple) -> np.ndarray:
         try:
-            return np.asarray(self.array[tuple(index)])
+            return np.asarray(self.array[self._index(region)])
         except (SubmissionError, PhaseError):  # the zarr reader's own messages name the chunk
             raise
         except Exception as exc:  # corrupt chunks surface as codec errors of many types
@@ -128,6 +140,9 @@ def check_ndim(labels: LabelArray) -> None:
     if len(labels.shape) not in (3, 4):
         raise SubmissionError(f"{labels.display}: has shape {labels.shape} after dropping size-1 axes; "
                               "expected a (z, y, x) label image or a (channels, z, y, x) stack")
+    if len(labels.shape) == 4 and labels.shape[0] > MAX_CHANNELS:
+        raise SubmissionError(f"{labels.display}: has {labels.shape[0]} channels; a channel stack may hold at most "
+                              f"{MAX_CHANNELS} (one per predicted instance): submit a label image instead")
 
 
 def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tuple]:
@@ -162,13 +177,16 @@ def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
         lead = (slice(first, first + group),) if channels else ()
         for z in range(0, spatial[0], slab):
             z_region = slice(region[0].start + z, region[0].start + min(z + slab, spatial[0]))
-            block = labels.read(lead + (z_region, region[1], region[2]))
+            where = lead + (z_region, region[1], region[2])
+            if not labels.stored(where):
+                continue
+            block = labels.read(where)
             for offset, image in enumerate(block if channels else [block]):
                 flat = np.ascontiguousarray(image).reshape(-1)
                 found = nonzero(flat)
                 parts[first + offset][0].append(found + z * plane)
                 parts[first + offset][1].append(_ids(flat[found], labels.display))
-    return [Channel(np.concatenate(index), np.concatenate(values)) for index, values in parts]
+    return [Channel(np.concatenate(index), np.concatenate(values)) for index, values in parts if index]
 
 
 def nonzero(flat: np.ndarray) -> np.ndarray:
