@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import SubmissionError
-from evaluation.readers.untrusted import open_regular
+from evaluation.readers.untrusted import check_regular, open_regular
 
 IMAGE_IOS = {".mha": "MetaImageIO", ".nrrd": "NrrdImageIO", ".nii": "NiftiImageIO", ".nii.gz": "NiftiImageIO", ".png": "PNGImageIO"}
 SUFFIXES = tuple(IMAGE_IOS)
@@ -145,6 +145,7 @@ def check(path: Path, display: str | None = None, error=SubmissionError) -> Head
         str(path).encode("utf-8")
     except UnicodeEncodeError:
         raise error(f"{display}: the file name is not valid UTF-8; rename it with plain characters") from None
+    check_regular(path, display, error)  # names links and special files; open_regular checks again
     try:
         with open_regular(path, display, error) as f:
             size = os.fstat(f.fileno()).st_size
