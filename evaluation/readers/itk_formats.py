@@ -494,7 +494,8 @@ def parse_metaimage(data: bytes, complete: bool = True) -> MetaHeader:
 
 
 def _whole(value: float, key: bytes) -> int:
-    if value != int(value) or abs(value) >= 2**31:
+    """A value MetaIO casts to int (unsigned long long for CompressedDataSize): exact only."""
+    if value != int(value) or abs(value) >= (2**63 if key == b"CompressedDataSize" else 2**31):
         raise _Doubt(f"its MetaImage header has {key.decode()} = {value:g}; expected a whole number")
     return int(value)
 
@@ -509,12 +510,14 @@ def _check_metaimage(f, size: int, path: Path) -> Header:
     region = data[: header.end]
     if header.complete and header.data_file not in [n.encode() for n in LOCAL_NAMES]:
         raise _Doubt("a .mha file must hold its own pixel data (ElementDataFile = LOCAL)")
+    if not header.complete:  # MetaIO's parse fails too; say why where a line shows it
+        problem = _text_problem(region[: region.find(b"\0") if b"\0" in region else None], META_MAX_LINE)
+        raise _Doubt("its MetaImage header is incomplete (" + (problem or "it needs NDims, DimSize, ElementType and, "
+                                                                        "last, ElementDataFile = LOCAL") + ")")
     _check_text(region, "MetaImage", max_line=META_MAX_LINE)
-    if not header.complete:
-        raise _Doubt("its MetaImage header is incomplete (it needs NDims, DimSize, ElementType and, last, ElementDataFile = LOCAL)")
     spellings = [r for r in header.records if _normal_key(r[0]) == _normal_key(_META_TERMINATOR)]
     if len(spellings) != 1 or len(_META_DATA_KEY.findall(region)) != 1 or _META_DATA_KEY.search(data, header.end):
-        raise _Doubt("its MetaImage header names its data file more than once; keep one line ElementDataFile = LOCAL")
+        raise _Doubt("its MetaImage header must name its data file once, on one line: ElementDataFile = LOCAL")
     values = header.values
     flag = lambda key: values.get(key, b"")[:1] in (b"T", b"t", b"1")  # noqa: E731 - MetaObject::M_Read
     compressed = flag(b"CompressedData")
@@ -544,14 +547,21 @@ def _read_span(f, limit: int) -> bytes:
 def _check_text(region: bytes, what: str, max_line: int | None = None, lone_cr: bool = False) -> None:
     """A text header must be plain: no NUL, ASCII only, (unless ``lone_cr``) no CR without LF,
     and (with ``max_line``) no line longer than that."""
+    problem = _text_problem(region, max_line, lone_cr)
+    if problem:
+        raise _Doubt(f"its {what} header {problem}")
+
+
+def _text_problem(region: bytes, max_line: int | None = None, lone_cr: bool = False) -> str | None:
     if b"\0" in region:
-        raise _Doubt(f"its {what} header contains NUL bytes")
+        return "contains NUL bytes"
     if re.search(rb"[^\t\n\r\x20-\x7e]", region):
-        raise _Doubt(f"its {what} header has characters other than plain ASCII text")
+        return "has characters other than plain ASCII text"
     if not lone_cr and re.search(rb"\r(?!\n)", region):
-        raise _Doubt(f"its {what} header ends lines with a carriage return alone; use LF or CRLF line ends")
+        return "ends lines with a carriage return alone; use LF or CRLF line ends"
     if max_line is not None and max(map(len, region.split(b"\n")), default=0) > max_line:
-        raise _Doubt(f"its {what} header has a line longer than {max_line} characters")
+        return f"has a line longer than {max_line} characters"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
