@@ -99,13 +99,9 @@ def probe_shape(path: Path, key: str | None = None, display: str | None = None) 
     display = display or path.name
     kind = suffix(path)
     if kind in SITK_SUFFIXES:
-        import SimpleITK as sitk
+        from evaluation.readers import itk_formats
 
-        _check_self_contained(path, display)
-        reader = sitk.ImageFileReader()
-        reader.SetFileName(str(path))
-        reader.ReadImageInformation()
-        return tuple(reader.GetSize())[::-1]
+        return itk_formats.info(path, display).shape
     if kind in TIFF_SUFFIXES:
         import tifffile
 
@@ -155,38 +151,20 @@ def _reason(exc: Exception) -> str:
 # SimpleITK formats
 
 
-def _header_text(path: Path) -> str:
-    with open(path, "rb") as f:
-        return f.read(_HEADER_BYTES).decode("latin-1")
-
-
 def _check_self_contained(path: Path, display: str) -> None:
-    kind = suffix(path)
-    if kind == ".mha":
-        match = re.search(r"^\s*ElementDataFile\s*=\s*(.+?)\s*$", _header_text(path), re.MULTILINE)
-        if match is None or match.group(1) != "LOCAL":
-            raise SubmissionError(f"{display}: a .mha file must hold its own pixel data (ElementDataFile = LOCAL)")
-    elif kind == ".nrrd":
-        header = _header_text(path).split("\n\n", 1)[0]
-        if re.search(r"^\s*data ?file\s*:", header, re.MULTILINE | re.IGNORECASE):
-            raise SubmissionError(f"{display}: a detached NRRD header is not accepted; save the data inside the .nrrd file")
+    """Refuse a MetaImage, NRRD, NIfTI or PNG file that would make SimpleITK read any other
+    file (see ``itk_formats``)."""
+    from evaluation.readers import itk_formats
+
+    itk_formats.check(path, display)
 
 
 def _read_sitk(path: Path, display: str) -> Volume:
-    import SimpleITK as sitk
+    """A MetaImage, NRRD, NIfTI or PNG file, checked, its ImageIO forced by suffix and its size
+    known before its pixels are decoded (see ``itk_formats``)."""
+    from evaluation.readers import itk_formats
 
-    _check_self_contained(path, display)
-    image = sitk.ReadImage(str(path))
-    if image.GetNumberOfComponentsPerPixel() != 1:
-        raise SubmissionError(f"{display}: has {image.GetNumberOfComponentsPerPixel()} components per pixel; labels must be scalar")
-    dimension = image.GetDimension()
-    direction = np.asarray(image.GetDirection()).reshape(dimension, dimension)[::-1, ::-1]
-    return Volume(
-        array=sitk.GetArrayFromImage(image),
-        spacing=tuple(image.GetSpacing())[::-1],
-        origin=tuple(image.GetOrigin())[::-1],
-        direction=tuple(direction.ravel()),
-    )
+    return itk_formats.read(path, display)
 
 
 # --------------------------------------------------------------------------------------------

@@ -402,12 +402,9 @@ def _voxels(path: str) -> int:
             with tifffile.TiffFile(p) as tif:
                 return int(np.prod(tif.series[0].shape))
         if images.suffix(p) in images.SITK_SUFFIXES:
-            import SimpleITK as sitk
+            from evaluation.readers import itk_formats
 
-            reader = sitk.ImageFileReader()
-            reader.SetFileName(str(p))
-            reader.ReadImageInformation()
-            return int(np.prod(reader.GetSize()))
+            return itk_formats.info(p, "annotation", error=PhaseError).voxels
     except Exception:  # noqa: BLE001 - an estimate only; the worker reports real read errors
         pass
     return p.stat().st_size * 4
