@@ -75,6 +75,8 @@ def _guard(display: str, error, action):
         return action()
     except GraderError:
         raise
+    except MemoryError:
+        raise error(f"{display}: is too large to read in the memory available") from None
     except Exception as exc:  # h5py raises many types (OSError, KeyError, ValueError, RuntimeError...)
         raise error(f"{display}: cannot be read as HDF5 ({_reason(exc)}); the file may be truncated or corrupt") from None
 
@@ -173,7 +175,7 @@ def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
         tid = tid.get_super()
         cls = tid.get_class()
     size = tid.get_size()
-    order = ">" if tid.get_order() == h5t.ORDER_BE else "<"
+    order = ">" if cls in (h5t.INTEGER, h5t.FLOAT) and tid.get_order() == h5t.ORDER_BE else "<"
     if cls == h5t.INTEGER and size in (1, 2, 4, 8) and tid.get_precision() == 8 * size and tid.get_offset() == 0:
         kind = "i" if tid.get_sign() == h5t.SGN_2 else "u"
         return np.dtype(f"{order}{kind}{size}"), as_bool
@@ -281,8 +283,8 @@ class Hdf5Array:
         codes = [code for code, _ in self._filters]
         if codes.count(DEFLATE) > 1:
             raise self._error(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {_FIX}")
-        if LZF in codes and set(codes) - {LZF}:
-            raise self._error(f"{self.display}: '{name}' combines lzf with other filters, which is not accepted; {_FIX}")
+        if LZF in codes and DEFLATE in codes:
+            raise self._error(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {_FIX}")
 
     def _fill_value(self):
         h5py = _h5()
@@ -312,10 +314,13 @@ class Hdf5Array:
         self._grid = tuple(-(-n // c) for n, c in zip(self.shape, chunks))
         if int(np.prod(self._grid, dtype=object)) >= 1 << 62:
             raise self._error(f"{self.display}: '{name}' declares an impossibly large chunk grid")
-        self._lzf = bool(self._filters) and self._filters[0][0] == LZF
+        codes = [code for code, _ in self._filters]
+        self._lzf = LZF in codes  # decoded by h5py's filter, through HDF5
         if self._lzf:
-            values = self._filters[0][1]
-            if len(values) < 3 or values[2] != self._chunk_bytes:
+            self._lzf_bit = 1 << codes.index(LZF)
+            values = self._filters[codes.index(LZF)][1]
+            # h5py's filter allocates cd_values[2] bytes first: it must be the chunk's size
+            if len(values) < 3 or not 0 < values[2] <= self._chunk_bytes + 4 * codes.count(FLETCHER32):
                 raise self._error(f"{self.display}: '{name}' has lzf settings that do not match its chunks; the file is corrupt")
         self._index_chunks(name)
 
@@ -349,7 +354,7 @@ class Hdf5Array:
             if np.any((offsets + sizes)[order][:-1] > offsets[order][1:]):
                 raise self._error(f"{self.display}: '{name}' has chunks that overlap in the file; the file is corrupt")
             if self._lzf:
-                compressed = (masks & 1) == 0
+                compressed = (masks & self._lzf_bit) == 0
                 limit = max(self._chunk_bytes, MAX_FILTER_OUTPUT)
                 if np.any(sizes[compressed] * LZF_MAX_RATIO > limit):
                     raise self._error(f"{self.display}: '{name}' has an lzf chunk that could decode to more than {limit} bytes; "

@@ -47,6 +47,7 @@ MAX_ENTRIES = 1 << 22  # IFD entries over all pages (4096 per IFD, as tifffile a
 MAX_TAGS_PER_IFD = 4096
 MAX_SEGMENTS = 1 << 20  # strips and tiles over all pages
 MAX_SEGMENT_BYTES = 256 << 20  # decoded bytes of one compressed strip or tile
+MAX_PAGE_BYTES = 2 << 30  # one page is decoded whole (slab readers read page by page)
 MAX_DESCRIPTION_BYTES = 1 << 20
 MAX_DIMENSIONS = 32
 MAX_VOXELS = 1 << 50  # any declared image, whatever the caller's limit
@@ -65,6 +66,7 @@ _DTYPES.update({(4, bits): kind for (sf, bits), kind in list(_DTYPES.items()) if
 
 # TIFF field types: integer ones (the only ones accepted for the tags read here), and sizes
 _INTEGER_TYPES = {1: "u1", 3: "u2", 4: "u4", 6: "i1", 8: "i2", 9: "i4", 13: "u4", 16: "u8", 17: "i8", 18: "u8"}
+_STRUCT_CODES = {1: "B", 3: "H", 4: "I", 6: "b", 8: "h", 9: "i", 13: "I", 16: "Q", 17: "q", 18: "Q"}
 _TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
 _SCALARS = {254: "subfiletype", 256: "width", 257: "length", 259: "compression", 262: "photometric",
             266: "fillorder", 277: "samples", 278: "rowsperstrip", 284: "planar", 317: "predictor",
@@ -160,23 +162,37 @@ class _Reader:
             return struct.unpack(order + "Q", self.read(8, 8))[0]
         raise self.error(f"{self.display}: is not a TIFF file (version {version})")
 
-    def pages(self) -> list[_Page]:
-        first = self.header()
-        pages, seen, offset = [], set(), first
+    def count(self, first: int) -> int:
+        """The number of IFDs in the chain, counted from their sizes and links alone (two
+        small reads each) and bounded before any of them is parsed."""
+        number, link = (("Q", 8), ("Q", 8)) if self.big else (("H", 2), ("I", 4))
+        entry_size = 20 if self.big else 12
+        seen, offset = set(), first
         while offset:
             if offset in seen:
                 raise self.error(f"{self.display}: its pages form a loop; the TIFF file is corrupt")
-            if len(pages) >= MAX_PAGES:
+            if len(seen) >= MAX_PAGES:
                 raise self.error(f"{self.display}: holds more than {MAX_PAGES} pages; save the image as one stack of fewer pages")
             seen.add(offset)
+            entries = struct.unpack(self.order + number[0], self.read(offset, number[1]))[0]
+            if entries > MAX_TAGS_PER_IFD:
+                raise self.error(f"{self.display}: a page has {entries} tags; the TIFF file is corrupt")
+            where = offset + number[1] + entries * entry_size
+            offset = struct.unpack(self.order + link[0], self.read(where, link[1]))[0]
+        return len(seen)
+
+    def pages(self) -> list[_Page]:
+        first = self.header()
+        if not self.count(first):
+            raise self.error(f"{self.display}: the TIFF file holds no image")
+        pages, offset = [], first
+        while offset:
             page, offset = self.page(offset, first=not pages)
             pages.append(page)
-        if not pages:
-            raise self.error(f"{self.display}: the TIFF file holds no image")
         return pages
 
     def page(self, offset: int, first: bool) -> tuple[_Page, int]:
-        count_type, _, entry_size, value_size = _ENTRY[self.big]
+        entry_size, value_size = (20, 8) if self.big else (12, 4)
         number_size = 8 if self.big else 2
         count = struct.unpack(self.order + ("Q" if self.big else "H"), self.read(offset, number_size))[0]
         if count > MAX_TAGS_PER_IFD:
@@ -185,17 +201,28 @@ class _Reader:
         if self.entries > MAX_ENTRIES:
             raise self.error(f"{self.display}: holds more than {MAX_ENTRIES} tags in all; the TIFF file is not accepted")
         raw = self.read(offset + number_size, count * entry_size + value_size)
-        layout = np.dtype([("code", self.order + "u2"), ("type", self.order + "u2"),
-                           ("count", self.order + ("u8" if self.big else "u4")), ("value", f"V{value_size}")])
-        entries = np.frombuffer(raw, dtype=layout, count=count)
-        following = struct.unpack(self.order + ("Q" if self.big else "I"), raw[count * entry_size:])[0]
+        entry = struct.Struct(self.order + ("HHQ8s" if self.big else "HHI4s"))
         tags: dict[int, list] = {}
-        for index in np.flatnonzero(np.isin(entries["code"], list(_NEEDED))):
-            entry = entries[index]
-            tags.setdefault(int(entry["code"]), []).append((int(entry["type"]), int(entry["count"]), bytes(entry["value"])))
+        for code, kind, number, value in entry.iter_unpack(raw[: count * entry_size]):
+            if code in _NEEDED:
+                tags.setdefault(code, []).append((kind, number, value))
+        following = struct.unpack(self.order + ("Q" if self.big else "I"), raw[count * entry_size:])[0]
         return self.build(offset, tags, first), following
 
     # -- tag values ------------------------------------------------------------------------
+
+    def scalar(self, entry, code: int) -> int | None:
+        """A one-value integer tag (None when it holds several values)."""
+        kind, count, value = entry
+        if count == 1 and kind in _INTEGER_TYPES:
+            number = struct.unpack_from(self.order + _STRUCT_CODES[kind], value)[0]
+            if number < 0 or number >= 2**63:
+                raise self.error(f"{self.display}: tag {code} holds an invalid value; the TIFF file is corrupt")
+            return number
+        values = self.values(entry, code, 1 << 16)
+        if len(values) == 1:
+            return int(values[0])
+        return None
 
     def values(self, entry, code: int, limit: int, take: int | None = None) -> np.ndarray:
         """The integer values of a tag (the first ``take`` of them), at most ``limit``."""
@@ -214,7 +241,7 @@ class _Reader:
                 raise self.error(f"{self.display}: tag {code} points past the end of the file; the TIFF file is corrupt")
             data = self.read(where, take * itemsize)
         values = np.frombuffer(data, dtype=self.order + _INTEGER_TYPES[kind], count=take)
-        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and count and int(values.max()) >= 2**63:
+        if values.dtype.kind == "u" and values.dtype.itemsize == 8 and take and int(values.max()) >= 2**63:
             raise self.error(f"{self.display}: tag {code} holds an impossibly large value; the TIFF file is corrupt")
         return values.astype(np.int64)
 
@@ -245,15 +272,11 @@ class _Reader:
         for code, name in _SCALARS.items():
             value = _DEFAULTS[name]
             if code in tags:
-                values = self.values(tags[code][0], code, 1 << 16)
-                if code == 278 and len(values) > 1:
-                    value = None  # tifffile reads several RowsPerStrip values as "one strip"
-                elif len(values) != 1:
-                    raise self.error(f"{self.display}: tag {code} holds {len(values)} values instead of one; the TIFF file is corrupt")
-                else:
-                    value = int(values[0])
-                    if value < 0:
-                        raise self.error(f"{self.display}: tag {code} is negative; the TIFF file is corrupt")
+                value = self.scalar(tags[code][0], code)
+                if value is None and code != 278:  # tifffile reads several RowsPerStrip values as "one strip"
+                    raise self.error(f"{self.display}: tag {code} holds several values instead of one; the TIFF file is corrupt")
+                if value is not None and value < 0:
+                    raise self.error(f"{self.display}: tag {code} is negative; the TIFF file is corrupt")
             setattr(page, name, value)
         page.bits = self.per_sample(tags, 258, page.samples, 1)
         page.sampleformat = self.per_sample(tags, 339, page.samples, 1)
@@ -280,6 +303,8 @@ class _Reader:
     def per_sample(self, tags: dict, code: int, samples: int, default: int) -> int:
         if code not in tags:
             return default
+        if tags[code][0][1] == 1:
+            return self.scalar(tags[code][0], code)
         values = self.values(tags[code][0], code, 1 << 16)
         if len(values) == 0:
             raise self.error(f"{self.display}: tag {code} is empty; the TIFF file is corrupt")
@@ -356,14 +381,22 @@ class _Reader:
             if count < expected:
                 raise self.error(f"{self.display}: a page lists {count} of its {expected} strips or tiles; the TIFF file is corrupt")
             values = self.values((kind, count, value), code, MAX_SEGMENTS, take=expected)
-            if np.any(values < 0):
+            if expected > 1 and np.any(values < 0) or expected == 1 and values[0] < 0:
                 raise self.error(f"{self.display}: tag {code} holds negative values; the TIFF file is corrupt")
             found.append(values)
         page.offsets, page.counts = found
-        present = (page.offsets > 0) & (page.counts > 0)
-        if np.any(page.offsets[present] + page.counts[present] > self.size):
-            raise self.error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
-        if page.nodata and not np.all(present):
+        if expected == 1:  # the common case, without numpy's per-call overhead
+            offset, count = int(page.offsets[0]), int(page.counts[0])
+            present = offset > 0 and count > 0
+            if present and offset + count > self.size:
+                raise self.error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+            complete = present
+        else:
+            present = (page.offsets > 0) & (page.counts > 0)
+            if np.any(page.offsets[present] + page.counts[present] > self.size):
+                raise self.error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+            complete = bool(present.all())
+        if page.nodata and not complete:
             raise self.error(f"{self.display}: has missing strips or tiles with a GDAL no-data value; write every strip")
 
 
@@ -424,10 +457,13 @@ def _imagej_metadata(description: str) -> dict:
 
 
 class _Series:
-    """Which pages (or one contiguous run of the file) make up the image, and its shape."""
+    """Which pages (or one contiguous run of the file) make up the image, and its shape.
+    ``span``: the IFDs that describe the image, which must all agree with the first one
+    (even where the data is read as one run from the first page's offset)."""
 
-    def __init__(self, shape: tuple, pages: list[_Page], contiguous: int | None):
+    def __init__(self, shape: tuple, pages: list[_Page], contiguous: int | None, span: list[_Page]):
         self.shape, self.pages, self.contiguous = tuple(int(n) for n in shape), pages, contiguous
+        self.span = span
 
 
 def _dataoffset(pages: list[_Page], shape: tuple, single_shaped: bool) -> int | None:
@@ -491,7 +527,7 @@ def _series_shaped(pages: list[_Page], description: str, display: str, error) ->
         shape = (math.prod(reshape) // math.prod(shape), *shape)
     if math.prod(shape) == math.prod(reshape):
         shape = reshape
-    return _Series(shape, chosen, _dataoffset(chosen, shape, single_shaped=True))
+    return _Series(shape, chosen, _dataoffset(chosen, shape, single_shaped=True), pages[: max(1, npages)])
 
 
 def _series_imagej(pages: list[_Page], description: str, file_size: int, display: str, error) -> _Series | None:
@@ -544,7 +580,7 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
         shape, axes = shape + (1,), axes + "S"
     if len(shape) > MAX_DIMENSIONS:
         raise error(f"{display}: its ImageJ description declares too many dimensions")
-    return _Series(_squeeze(shape, axes), chosen, _dataoffset(chosen, shape, single_shaped=True))
+    return _Series(_squeeze(shape, axes), chosen, _dataoffset(chosen, shape, single_shaped=True), pages)
 
 
 def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
@@ -563,11 +599,12 @@ def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
         if "S" not in axes:
             shape, axes = shape + (1,), axes + "S"
         described = shaped is not None or imagej is not None
-        series = _Series(_squeeze(shape, axes), pages, _dataoffset(pages, shape, single_shaped=described))
-    if series.contiguous is None:
-        key = first.key()
-        if any(page.key() != key for page in series.pages):
-            raise error(f"{display}: its pages differ in size, type or storage; save the image as one stack of equal pages")
+        series = _Series(_squeeze(shape, axes), pages, _dataoffset(pages, shape, single_shaped=described), pages)
+    # every page used must be stored like the first (tifffile would split a plain stack there,
+    # or decode later pages with the first page's settings)
+    key, final = first.key(), first.final
+    if any(page.key() != key or page.final != final for page in series.span[1:]):
+        raise error(f"{display}: its pages differ in size, type or storage; save the image as one stack of equal pages")
     return series
 
 
@@ -677,6 +714,9 @@ class TiffArray:
             raise self._error(f"{self.display}: has shape {self.shape}, more voxels than the {limit} accepted for it; "
                               "write it on the image's grid")
         keyframe = series.pages[0]
+        if keyframe.nbytes > MAX_PAGE_BYTES:
+            raise self._error(f"{self.display}: has pages of {keyframe.nbytes} bytes, more than the {MAX_PAGE_BYTES} accepted; "
+                              "save the image as a stack of smaller pages")
         self._keyframe, self._file_size = keyframe, reader.size
         self._file_dtype = keyframe.dtype
         self.dtype = keyframe.dtype.newbyteorder("=")
@@ -698,6 +738,7 @@ class TiffArray:
         self._whole_only = lead is None
         self._lead = 0 if lead is None else lead
         self.chunks = tuple(self.shape) if self._whole_only else (1,) * self._lead + tuple(self.shape[self._lead:])
+        self._last = None  # (index, page) of a series read whole, so that slabs do not decode it again
 
     @property
     def ndim(self) -> int:
@@ -750,6 +791,16 @@ class TiffArray:
 
     def __getitem__(self, key) -> np.ndarray:
         slices, dropped = self._region(key)
+        try:
+            return self._read(slices, dropped)
+        except GraderError:
+            raise
+        except MemoryError:
+            raise self._error(f"{self.display}: is too large to read in the memory available") from None
+        except Exception as exc:  # a bug here must still end as a clean refusal
+            raise self._error(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
+
+    def _read(self, slices: list[slice], dropped: list[int]) -> np.ndarray:
         shape = tuple(s.stop - s.start for s in slices)
         if self._whole_only:
             whole = np.concatenate([self._page(i) for i in range(self._count)]).reshape(self.shape)
@@ -777,13 +828,21 @@ class TiffArray:
         return data
 
     def _page(self, index: int) -> np.ndarray:
-        """Page ``index`` of the series as a flat native array."""
+        """Page ``index`` of the series as a flat native array (read-only when cached)."""
+        last = self._last
+        if last is not None and last[0] == index:
+            return last[1]
         size = self._page_size
         if self._contiguous is not None:
             itemsize = self._file_dtype.itemsize
             data = self._pread(self._contiguous + index * self._page_size * itemsize, size * itemsize)
-            return np.frombuffer(data, dtype=self._file_dtype).astype(self.dtype)
-        return self._decode(self._pages[index]).reshape(-1)
+            page = np.frombuffer(data, dtype=self._file_dtype).astype(self.dtype)
+        else:
+            page = self._decode(self._pages[index]).reshape(-1)
+        if self._lead == 0 or self._whole_only:  # one page holds many slices: keep it
+            page.flags.writeable = False
+            self._last = (index, page)
+        return page
 
     def _decode(self, page: _Page) -> np.ndarray:
         key = self._keyframe
