@@ -482,6 +482,18 @@ def test_fisbe_refuses_a_million_channels_from_metadata(tmp_path):
     assert limit == 8 * 4096 * 8 * 16 * 16
 
 
+def test_fisbe_scoring_passes_the_limit_to_its_prediction_reader(tmp_path):
+    with h5py.File(tmp_path / "truth.h5", "w") as f:
+        f["volumes/gt_instances"] = np.zeros((1, 8, 16, 16), np.uint16)
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f.create_dataset("volumes/labels", shape=(10**6, 8, 16, 16), dtype="u2", chunks=(1, 8, 16, 16), compression="gzip")
+    payload = {"sample": "s", "truth": str(tmp_path / "truth.h5"), "prediction": str(tmp_path / "s.h5"), "display": "s.h5",
+               "truth_key": ["volumes/gt_instances"], "prediction_key": list(fisbe.DEFAULT_PREDICTION_KEYS),
+               "remove_small_components": 800}
+    with pytest.raises(SubmissionError, match=r"^s.h5: 'volumes/labels' has shape \(1000000, 8, 16, 16\), more voxels than"):
+        fisbe.load_sample(payload)
+
+
 def test_fisbe_tiff_predictions_have_a_size_guard(tmp_path):
     (tmp_path / "s.tif").write_bytes(_tiff_bytes(20_000, 20_000, [b"\x00" * 100], rows=20_000))
     with pytest.raises(SubmissionError, match="more voxels than"):

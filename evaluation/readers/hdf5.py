@@ -122,7 +122,8 @@ def _walk(handle, key: str, display: str, error):
         if kind != h5py.h5l.TYPE_HARD:
             where = "/".join(parts[: depth + 1])
             what = _LINK_KINDS.get(kind, "a user-defined link")
-            raise error(f"{display}: '{where}' is {what} to other data; store the array itself in the file ({_FIX})")
+            raise error(f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
+                        "as one plain numeric dataset (gzip or lzf compression)")
         node = h5py.h5o.open(node, name)
     return node
 

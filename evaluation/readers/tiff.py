@@ -412,24 +412,25 @@ def _squeeze(shape: tuple, axes: str) -> tuple:
 
 
 def _fits(page_shape: tuple, series_shape: tuple) -> bool:
-    """tifffile's ``check_shape``: pages tile the series exactly along trailing dimensions."""
-    page_size, series_size = math.prod(page_shape), math.prod(series_shape)
-    if page_size == 0 and series_size == 0:
-        return True
-    if page_size == 0 or series_size == 0 or series_size % page_size:
+    """Whether pages tile a "shaped" series as tifffile requires: read from the last
+    dimension backwards, every page dimension is met by an equal series dimension (series
+    dimensions of size 1 may come in between) or by a run of series dimensions whose running
+    product reaches the page's running product."""
+    page_total, series_total = math.prod(page_shape), math.prod(series_shape)
+    if page_total == 0 or series_total == 0:
+        return page_total == series_total
+    if series_total % page_total:
         return False
-    reversed_series = tuple(reversed(series_shape))
-    a, pi, pj = 0, 1, 1
-    for i in reversed(page_shape):
-        pi *= i
-        for j in reversed_series[a:]:
-            a += 1
-            pj *= j
-            if i == j or pi == pj:
+    left = list(series_shape)
+    page_product = series_product = 1
+    for size in reversed(page_shape):
+        page_product *= size
+        while left:
+            other = left.pop()
+            series_product *= other
+            if other == size or series_product == page_product:
                 break
-            if j == 1:
-                continue
-            if pj != pi:
+            if other != 1:
                 return False
     return True
 
