@@ -689,6 +689,8 @@ def _tiff_cases():
         "float64 lzma": (volume.astype(np.float64) / 7, {"compression": "lzma"}),
         "RGB": (rng.integers(0, 255, (9, 11, 3)).astype(np.uint8), {"photometric": "rgb"}),
         "planar RGB": (rng.integers(0, 255, (3, 9, 11)).astype(np.uint8), {"photometric": "rgb", "planarconfig": "separate", "compression": "zlib"}),
+        "volumetric tiles": (volume.astype(np.uint8), {"volumetric": True, "tile": (2, 16, 16), "compression": "zlib"}),
+        "volumetric page": (volume.astype(np.uint8), {"volumetric": True}),
         "pages without description": (volume, {"metadata": None}),
         "pages without description, deflate": (volume, {"metadata": None, "compression": "zlib"}),
     }

@@ -192,13 +192,6 @@ def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
     raise error(f"{display}: '{key}' has data type {shown}; expected plain integers or floats")
 
 
-class _Chunk:
-    __slots__ = ("offset", "size", "mask")
-
-    def __init__(self, offset: int, size: int, mask: int):
-        self.offset, self.size, self.mask = offset, size, mask
-
-
 class Hdf5Array:
     """One dataset of an HDF5 file, checked from its metadata, read region by region.
 

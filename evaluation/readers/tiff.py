@@ -88,7 +88,7 @@ class _Page:
     __slots__ = ("offset", "subfiletype", "width", "length", "compression", "photometric", "fillorder",
                  "samples", "rowsperstrip", "planar", "predictor", "tilewidth", "tilelength", "depth",
                  "tiledepth", "bits", "sampleformat", "extrasamples", "offsets", "counts", "nodata",
-                 "subifds", "descriptions", "dtype", "shaped", "shape", "axes", "segment", "expected", "problem")
+                 "subifds", "descriptions", "dtype", "shaped", "shape", "axes", "segment", "expected")
 
     @property
     def tiled(self) -> bool:
@@ -115,6 +115,8 @@ class _Page:
             return False
         if self.tiled and (self.width != self.tilewidth or self.length % self.tilelength
                            or self.tilewidth % 16 or self.tilelength % 16):
+            return False
+        if self.tiled and self.tiledepth > 1 and (self.length != self.tilelength or self.depth % self.tiledepth):
             return False
         offsets, counts = self.offsets, self.counts
         if len(offsets) == 1:
@@ -268,7 +270,7 @@ class _Reader:
 
     def build(self, offset: int, tags: dict, first: bool) -> _Page:
         page = _Page()
-        page.offset, page.problem = offset, None
+        page.offset = offset
         for code, name in _SCALARS.items():
             value = _DEFAULTS[name]
             if code in tags:
