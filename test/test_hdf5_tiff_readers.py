@@ -275,6 +275,41 @@ def test_only_a_bounded_description_attribute_is_read(tmp_path):
         assert array.attrs == {}
 
 
+def _ome_xml(uuid: str, files: dict[str, str]) -> str:
+    planes = "".join(f'<TiffData IFD="0" FirstZ="{z}" PlaneCount="1"><UUID FileName="{name}">{ref}</UUID></TiffData>'
+                     for z, (name, ref) in enumerate(files.items()))
+    return (f'<?xml version="1.0" encoding="UTF-8"?><OME xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06" '
+            f'UUID="{uuid}"><Image ID="Image:0"><Pixels ID="Pixels:0" DimensionOrder="XYZCT" Type="uint8" SizeX="4" '
+            f'SizeY="3" SizeZ="{len(files)}" SizeC="1" SizeT="1"><Channel ID="Channel:0:0" SamplesPerPixel="1"/>'
+            f"{planes}</Pixels></Image></OME>")
+
+
+def test_multi_file_tiff_flavours_never_open_other_files(tmp_path):
+    """A multi-file OME-TIFF names its other planes' files; tifffile (OME enabled) opens
+    them. The reader parses the file alone: no other file of the folder is ever opened
+    (Micro-Manager and NDTiff companions included)."""
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    files = {"s.ome.tif": "urn:uuid:11111111-1111-1111-1111-111111111111",
+             "secret.ome.tif": "urn:uuid:22222222-2222-2222-2222-222222222222"}
+    tifffile.imwrite(folder / "s.ome.tif", np.ones((3, 4), np.uint8), description=_ome_xml(files["s.ome.tif"], files), metadata=None)
+    tifffile.imwrite(folder / "secret.ome.tif", np.full((3, 4), 7, np.uint8), description=_ome_xml(files["secret.ome.tif"], files),
+                     metadata=None)
+    (folder / "NDTiff.index").write_bytes(bytes(64))
+    tifffile.imwrite(folder / "s_MMStack_1.ome.tif", np.zeros((3, 4), np.uint8))
+    with OpenWatch(folder) as watch, tifffile.TiffFile(folder / "s.ome.tif") as tif:
+        assert tif.series[0].asarray()[1].max() == 7  # the attack, with tifffile's defaults
+        assert "secret.ome.tif" in watch.opened()
+    with OpenWatch(folder) as watch:
+        assert tiff.read(folder / "s.ome.tif").tolist() == [[1] * 4] * 3
+        assert images.read(folder / "s.ome.tif").array.shape == (3, 4)
+        with open_slabs(folder / "s.ome.tif") as slabs:
+            slabs.read(0, 1)
+        with fisbe.open_labels(folder / "s.ome.tif", (), "s.ome.tif") as labels:
+            labels.read((slice(0, 3), slice(0, 4)))
+        assert watch.opened() == {"s.ome.tif"}
+
+
 def test_links_and_special_files_are_refused_before_opening(tmp_path, truth):
     (tmp_path / "link.h5").symlink_to(truth / "gt.h5")
     os.mkfifo(tmp_path / "fifo.tif")
