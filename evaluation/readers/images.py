@@ -1,8 +1,8 @@
 """Volumes and images from files, with their geometry, never trusting the file.
 
 Supported: MetaImage ``.mha``, NIfTI ``.nii``/``.nii.gz``, NRRD ``.nrrd``, PNG (SimpleITK);
-TIFF ``.tif``/``.tiff`` (tifffile); NumPy ``.npy`` (never unpickled); HDF5 ``.h5``/``.hdf5``/
-``.hdf`` (h5py, one dataset); zarr folders (see ``zarr_store``).
+TIFF ``.tif``/``.tiff`` (``readers.tiff``); NumPy ``.npy`` (never unpickled); HDF5 ``.h5``/
+``.hdf5``/``.hdf`` (``readers.hdf5``, one dataset); zarr folders (see ``zarr_store``).
 
 Geometry is reported in array axis order (z, y, x): SimpleITK's (x, y, z) spacing, origin and
 direction are reversed. Formats without geometry report ``None``, which geometry checks treat
@@ -11,7 +11,8 @@ as "unknown, compare shape only".
 A submitted file must not make the grader read another file: MetaImage headers may name an
 external data file, NRRD a detached one, HDF5 external links, external storage or virtual
 datasets, and an OME-TIFF other TIFFs. All of these could point at the ground truth and are
-refused, as are pickled NumPy arrays.
+refused, as are pickled NumPy arrays. HDF5 and TIFF are read by ``readers.hdf5`` and
+``readers.tiff``, which bound every size before decoding.
 """
 
 import re
@@ -103,10 +104,9 @@ def probe_shape(path: Path, key: str | None = None, display: str | None = None) 
 
         return itk_formats.info(path, display).shape
     if kind in TIFF_SUFFIXES:
-        import tifffile
+        from evaluation.readers import tiff
 
-        with tifffile.TiffFile(path, is_ome=False) as tif:
-            return tuple(tif.series[0].shape) if tif.series else (0,)
+        return tiff.probe(path, display)[0]
     if kind in NUMPY_SUFFIXES:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
@@ -114,10 +114,9 @@ def probe_shape(path: Path, key: str | None = None, display: str | None = None) 
             shape, _, _ = header(f)
         return tuple(shape)
     if kind in HDF5_SUFFIXES:
-        import h5py
+        from evaluation.readers import hdf5
 
-        with h5py.File(path, "r") as handle:
-            return tuple(hdf5_dataset(handle, key, display).shape)
+        return hdf5.probe(path, key, display)[0]
     if kind in ZARR_SUFFIXES:  # from the metadata alone
         return tuple(_open_zarr(path, key, display).shape)
     return tuple(_load(path, kind, key, display).array.shape)
@@ -172,57 +171,18 @@ def _read_sitk(path: Path, display: str) -> Volume:
 
 
 def _read_tiff(path: Path, display: str) -> Volume:
-    import tifffile
+    """The first image series (``readers.tiff``: bounded decoding, no other file opened)."""
+    from evaluation.readers import tiff
 
-    with tifffile.TiffFile(path, is_ome=False) as tif:
-        if not tif.series:
-            raise SubmissionError(f"{display}: the TIFF holds no image")
-        _check_tiff_extent(tif, display)
-        return Volume(tif.series[0].asarray())
-
-
-def _check_tiff_extent(tif, display: str) -> None:
-    """tifffile reads what is there of a truncated file without complaint; every strip or tile
-    of the image must lie inside the file, or it would be scored as partly blank."""
-    size = tif.filehandle.size
-    for page in tif.pages:
-        for offset, count in zip(page.dataoffsets, page.databytecounts):
-            if offset + count > size:
-                raise SubmissionError(f"{display}: the TIFF file is truncated (its image data runs past the end of the file)")
-
-
-def hdf5_dataset(handle, key: str | None, display: str):
-    """The dataset ``key`` of an open h5py file (the only dataset when ``key`` is None),
-    refusing links to other files, external storage and virtual datasets."""
-    import h5py
-
-    if key is None:
-        found = []
-        handle.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
-        if len(found) != 1:
-            raise SubmissionError(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
-        key = found[0]
-    link = handle.get(key, getlink=True)
-    if link is None:
-        raise SubmissionError(f"{display}: has no dataset '{key}'")
-    if not isinstance(link, h5py.HardLink):
-        raise SubmissionError(f"{display}: '{key}' is a link; store the array itself in the file")
-    dataset = handle[key]
-    if not isinstance(dataset, h5py.Dataset):
-        raise SubmissionError(f"{display}: '{key}' is a group, not an array")
-    if dataset.is_virtual or dataset.external:
-        raise SubmissionError(f"{display}: '{key}' refers to data in other files; store the array itself in the file")
-    if dataset.dtype.kind not in "biuf":
-        raise SubmissionError(f"{display}: '{key}' has data type {dataset.dtype}; expected numbers")
-    return dataset
+    return Volume(tiff.read(path, display))
 
 
 def _read_hdf5(path: Path, key: str | None, display: str) -> Volume:
-    import h5py
+    """One dataset (``readers.hdf5``: hard links only, bounded decoding, native byte order)."""
+    from evaluation.readers import hdf5
 
-    with h5py.File(path, "r") as handle:
-        dataset = hdf5_dataset(handle, key, display)
-        return Volume(dataset[()], attrs=dict(dataset.attrs))
+    array, attrs = hdf5.read(path, key, display)
+    return Volume(array, attrs=attrs)
 
 
 def _open_zarr(path: Path, key: str | None, display: str):

@@ -6,15 +6,14 @@ gives an object whose ``read(z0, z1)`` returns slices ``z0 <= z < z1`` of the fi
 
 - NumPy ``.npy``: the header is parsed (never unpickled), slabs come from positioned reads of
   the file (no memory map, so resident memory stays bounded by the slabs in flight);
-- HDF5: hyperslab reads of one dataset (links, external storage and virtual datasets refused,
-  as in ``images.hdf5_dataset``); h5py serialises calls, which a lock makes explicit;
+- HDF5: region reads of one dataset (``readers.hdf5``: links, external storage and virtual
+  datasets refused, chunks decoded with bounds);
 - zarr: region reads of one array (codec whitelist of ``zarr_store``);
-- TIFF: one page per slice when the file is a plain page stack, else the series whole;
+- TIFF: region reads of the first series, page by page (``readers.tiff``);
 - other formats (MetaImage, NIfTI, NRRD): read whole by ``images.read`` and sliced.
 """
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,27 +92,17 @@ class _Npy(Slabs):
 
 class _Hdf5(Slabs):
     def __init__(self, path: Path, key: str | None, display: str, error):
-        import h5py
+        from evaluation.readers import hdf5
 
-        self.display, self._lock = display, threading.Lock()
-        try:
-            self._handle = h5py.File(path, "r")
-        except OSError as exc:
-            raise error(f"{display}: cannot be read as HDF5 ({exc})") from None
-        try:
-            self._dataset = images.hdf5_dataset(self._handle, key, display)
-        except SubmissionError as exc:
-            self._handle.close()
-            raise error(str(exc)) from None
-        self.shape, self.dtype = tuple(self._dataset.shape), self._dataset.dtype
-        self.attrs = {k: v for k, v in self._dataset.attrs.items()}
+        self.display = display
+        self._array = hdf5.open_array(path, key, display, trusted=error is PhaseError)
+        self.shape, self.dtype, self.attrs = self._array.shape, self._array.dtype, dict(self._array.attrs)
 
     def read(self, z0: int, z1: int) -> np.ndarray:
-        with self._lock:
-            return self._dataset[z0:z1]
+        return self._array[z0:z1]
 
     def close(self) -> None:
-        self._handle.close()
+        self._array.close()
 
 
 class _Zarr(Slabs):
@@ -137,34 +126,17 @@ class _Zarr(Slabs):
 
 class _Tiff(Slabs):
     def __init__(self, path: Path, display: str, error):
-        import tifffile
+        from evaluation.readers import tiff
 
-        self.display, self.attrs, self._lock, self._whole = display, {}, threading.Lock(), None
-        try:
-            self._tif = tifffile.TiffFile(path, is_ome=False)
-            series = self._tif.series[0]
-        except Exception as exc:  # tifffile raises many types for malformed files
-            raise error(f"{display}: cannot be read as TIFF ({type(exc).__name__}: {exc})") from None
-        self.shape, self.dtype = tuple(series.shape), np.dtype(series.dtype)
-        pages = series.pages
-        self._by_page = len(self.shape) == 3 and len(pages) == self.shape[0] and all(
-            p is not None and tuple(p.shape) == self.shape[1:] for p in pages[:2])
-        self._series, self._error = series, error
+        self.display, self.attrs = display, {}
+        self._array = tiff.open_array(path, display, trusted=error is PhaseError)
+        self.shape, self.dtype = self._array.shape, self._array.dtype
 
     def read(self, z0: int, z1: int) -> np.ndarray:
-        try:
-            with self._lock:
-                if self._by_page:
-                    return np.stack([self._series.pages[i].asarray() for i in range(z0, z1)]) if z1 > z0 else \
-                        np.empty((0, *self.shape[1:]), self.dtype)
-                if self._whole is None:
-                    self._whole = self._series.asarray()
-                return self._whole[z0:z1]
-        except Exception as exc:
-            raise self._error(f"{self.display}: its data cannot be read ({type(exc).__name__}: {exc})") from None
+        return self._array[z0:z1]  # decodes only the pages of slices z0..z1
 
     def close(self) -> None:
-        self._tif.close()
+        self._array.close()
 
 
 class _Whole(Slabs):

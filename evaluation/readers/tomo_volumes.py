@@ -87,17 +87,14 @@ class _Plain(BinaryVolume):
         self._slabs.close()
 
 
-def _dataset_key(path: Path) -> str | None:
-    """The packed file's dataset name when it is present, else None (the single dataset)."""
+def _dataset_key(path: Path, display: str, trusted: bool) -> str | None:
+    """The packed file's dataset name when it is present, else None (the single dataset).
+    Looked up through hard links only: a ``vol`` link to another file is refused."""
     if images.suffix(path) not in images.HDF5_SUFFIXES:
         return None
-    import h5py
+    from evaluation.readers import hdf5
 
-    try:
-        with h5py.File(path, "r") as handle:
-            return PACKED_DATASET if PACKED_DATASET in handle else None
-    except OSError:
-        return None  # open_slabs reports the unreadable file
+    return hdf5.dataset_key(path, (PACKED_DATASET,), display, trusted)
 
 
 def _description(attrs: dict) -> str | None:
@@ -112,7 +109,7 @@ def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: W
     """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain."""
     error = PhaseError if trusted else SubmissionError
     largest = max(int(np.prod(shape)), window.total * int(np.prod(shape[1:])) if window is not None else 0)
-    slabs = open_slabs(path, key=_dataset_key(path), display=display, trusted=trusted, max_voxels=largest)
+    slabs = open_slabs(path, key=_dataset_key(path, display, trusted), display=display, trusted=trusted, max_voxels=largest)
     found = slabs.shape
     if found == packed_shape(shape) and slabs.dtype == np.uint8 and found != tuple(shape):
         planes = slabs.read(0, found[0])

@@ -397,10 +397,9 @@ def _voxels(path: str) -> int:
     p = Path(path)
     try:
         if images.suffix(p) in images.TIFF_SUFFIXES:
-            import tifffile
+            from evaluation.readers import tiff
 
-            with tifffile.TiffFile(p) as tif:
-                return int(np.prod(tif.series[0].shape))
+            return int(np.prod(tiff.probe(p, "annotation", trusted=True)[0]))
         if images.suffix(p) in images.SITK_SUFFIXES:
             from evaluation.readers import itk_formats
 

@@ -41,9 +41,13 @@ TRUTH_SUFFIXES = (".zarr", ".hdf", ".h5", ".hdf5", ".tif", ".tiff")
 DEFAULT_PREDICTION_KEYS = ("volumes/labels", "volumes/gmm_label_cleaned")
 DEFAULT_TRUTH_KEY = "volumes/gt_instances"
 SLAB_BYTES = 32 << 20
-# Channels of a submitted (channels, z, y, x) stack: one per predicted instance, where FlyLight
-# images hold a few dozen neurons. Each channel costs a read and a pass of its own.
-MAX_CHANNELS = 10_000
+# A prediction is refused from its metadata when it declares more voxels than this many
+# channels of this many times the image's spatial voxels. The reference centre-crops a larger
+# prediction, so it may exceed the image in space, but FlyLight samples hold tens of neurons:
+# a few thousand instance channels is far beyond any real prediction while it keeps a crafted
+# header (10^6 empty channels) from being walked channel by channel.
+MAX_PREDICTION_CHANNELS = 4096
+MAX_PREDICTION_SPATIAL_FACTOR = 8
 # The reference's summary columns (``--app flylight``: ``args.summary``), in its order.
 SUMMARY_METRICS = (
     "general.Num GT", "general.Num Pred", "general.avg_f1_cov_score", "confusion_matrix.avFscore",
@@ -89,28 +93,24 @@ class LabelArray:
     def read(self, region: tuple) -> np.ndarray:
         try:
             return np.asarray(self.array[self._index(region)])
-        except (SubmissionError, PhaseError):  # the zarr reader's own messages name the chunk
+        except (SubmissionError, PhaseError):  # the readers' own messages name the problem
             raise
         except Exception as exc:  # corrupt chunks surface as codec errors of many types
             raise SubmissionError(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
 
 
 @contextmanager
-def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool = False):
+def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool = False, max_voxels: int | None = None):
     """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file; the first of ``keys`` that
-    exists is used, else the file's only array."""
+    exists is used, else the file's only array. HDF5 and TIFF arrays declaring more than
+    ``max_voxels`` voxels are refused from their metadata."""
     kind = images.suffix(path)
     error = PhaseError if trusted else SubmissionError
     if kind in (".hdf", ".h5", ".hdf5"):
-        import h5py
+        from evaluation.readers import hdf5
 
-        try:
-            handle = h5py.File(path, "r")
-        except OSError as exc:
-            raise error(f"{display}: cannot be read as HDF5 ({exc})") from None
-        with handle:
-            key = next((k for k in keys if k in handle), None)
-            yield LabelArray(images.hdf5_dataset(handle, key, display), display)
+        with hdf5.open_array(path, display=display, trusted=trusted, max_voxels=max_voxels, keys=keys) as array:
+            yield LabelArray(array, display)
     elif kind == ".zarr":
         target = next((path / k for k in keys if zarr_store.node_kind(path / k) == zarr_store.ARRAY), None)
         if target is None:
@@ -122,7 +122,10 @@ def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool =
         array = zarr_store.open_array(target, display, trusted=trusted)
         yield LabelArray(array, display, zarr_store.attributes(array))
     elif kind in (".tif", ".tiff"):
-        yield LabelArray(images.read(path, display=display).array, display)
+        from evaluation.readers import tiff
+
+        with tiff.open_array(path, display, trusted=trusted, max_voxels=max_voxels) as array:
+            yield LabelArray(array, display)  # read page by page, never whole
     else:
         raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(PREDICTION_SUFFIXES)}")
 
@@ -136,13 +139,19 @@ def _zarr_arrays(root: Path, depth: int = 3) -> list[Path]:
     return [a for name in zarr_store.children(root) for a in _zarr_arrays(root / name, depth - 1)]
 
 
+def prediction_voxel_limit(truth_spatial: tuple[int, ...]) -> int:
+    """Voxels a prediction for an image of ``truth_spatial`` may declare (see
+    ``MAX_PREDICTION_CHANNELS``)."""
+    return MAX_PREDICTION_SPATIAL_FACTOR * MAX_PREDICTION_CHANNELS * int(np.prod(truth_spatial, dtype=np.int64))
+
+
 def check_ndim(labels: LabelArray) -> None:
     if len(labels.shape) not in (3, 4):
         raise SubmissionError(f"{labels.display}: has shape {labels.shape} after dropping size-1 axes; "
                               "expected a (z, y, x) label image or a (channels, z, y, x) stack")
-    if len(labels.shape) == 4 and labels.shape[0] > MAX_CHANNELS:
+    if len(labels.shape) == 4 and labels.shape[0] > MAX_PREDICTION_CHANNELS:
         raise SubmissionError(f"{labels.display}: has {labels.shape[0]} channels; a channel stack may hold at most "
-                              f"{MAX_CHANNELS} (one per predicted instance): submit a label image instead")
+                              f"{MAX_PREDICTION_CHANNELS} (one per predicted instance): submit a label image instead")
 
 
 def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tuple]:
@@ -306,7 +315,8 @@ def load_sample(payload: dict):
         if payload["prediction"] is None:
             gt_region, pred_channels = tuple(slice(0, n) for n in gt_spatial), [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))]
         else:
-            with open_labels(Path(payload["prediction"]), pred_keys, payload["display"]) as pred_array:
+            limit = prediction_voxel_limit(gt_spatial)
+            with open_labels(Path(payload["prediction"]), pred_keys, payload["display"], max_voxels=limit) as pred_array:
                 check_ndim(pred_array)
                 gt_region, pred_region = crops(gt_spatial, pred_array.shape[-3:], payload["display"])
                 pred_channels = stream_channels(pred_array, pred_region)

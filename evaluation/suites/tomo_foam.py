@@ -76,13 +76,12 @@ def expansion_time(expanding: dict) -> float:
 
 def read_void_list(path: Path, with_sizes: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """The ``spheres`` records (and the expanding phantom's ``sizes`` curve) of a truth file."""
-    import h5py
+    from evaluation.readers import hdf5
 
     try:
-        with h5py.File(path, "r") as handle:
-            records = np.asarray(handle["spheres"][()], dtype=np.float32)
-            sizes = np.asarray(handle["sizes"][()], dtype=np.float32) if with_sizes else None
-    except (OSError, KeyError) as exc:
+        records = np.asarray(hdf5.read(path, "spheres", path.name, trusted=True)[0], dtype=np.float32)
+        sizes = np.asarray(hdf5.read(path, "sizes", path.name, trusted=True)[0], dtype=np.float32) if with_sizes else None
+    except PhaseError as exc:
         needed = "'spheres' and 'sizes'" if with_sizes else "'spheres'"
         raise PhaseError(f"a phantom's void list cannot be read (an HDF5 file with dataset {needed} is expected): {exc}") from None
     return records, sizes

@@ -1,0 +1,650 @@
+"""HDF5 datasets from untrusted files: only the file itself is read, sizes are bounded first.
+
+What a crafted file could do, and what stops it here:
+
+- **Read another file.** External links (at any level of a key path), soft links, virtual
+  datasets and external raw storage all name other files or objects. Keys are resolved one
+  component at a time with ``H5Lexists``/``H5Lget_info`` on a single name (neither follows the
+  link it looks at) and only hard links are entered; ``name in group`` and ``group[path]``
+  are never used on a path before that walk, because they follow links. "The only dataset"
+  is looked for with ``H5Ovisit``, which follows hard links only. A dataset's layout is read
+  from its creation property list before its dataspace: asking a virtual dataset with an
+  unlimited mapping for its shape opens its source files.
+- **Exhaust memory or time while decoding.** Chunks filtered with deflate, shuffle and
+  fletcher32 are read raw (positioned reads of the file) and decoded here, each bounded to
+  its expected size (``zlib.decompressobj().decompress(data, max_length)``); HDF5's own
+  deflate filter keeps growing its buffer, so a 1.5 MB chunk can decode to gigabytes. LZF
+  chunks (decoded by h5py's filter) are accepted only when their stored size times LZF's
+  largest possible ratio stays within ``MAX_FILTER_OUTPUT``; every other filter is refused.
+  The stored chunks are listed once (``chunk_iter``): there may be at most ``MAX_CHUNKS``,
+  each inside the file, none overlapping another, so decoding work is bounded by the file's
+  size; regions without stored chunks are never decoded (``stored``) and read as the fill
+  value. Declared shapes larger than the caller's ``max_voxels`` are refused from metadata.
+- **Claim data that is not there.** Contiguous data and every stored chunk must lie inside
+  the file (a truncated upload is refused rather than read as zeros).
+
+Numbers come back in native byte order (big-endian datasets are legitimate). Problems raise
+``SubmissionError`` (``PhaseError`` with ``trusted=True``) with a one-line message naming the
+file by its ``display`` name.
+"""
+
+import itertools
+import os
+import re
+import threading
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.readers.untrusted import check_regular, open_regular
+
+MAX_KEY_DEPTH = 32  # groups in a dataset key
+MAX_OBJECTS = 100_000  # objects looked at while searching for the only dataset
+MAX_CHUNKS = 1 << 20  # stored chunks of one dataset (its index is held in memory)
+MAX_CHUNK_BYTES = 256 << 20  # decoded bytes of one chunk
+MAX_FILTER_OUTPUT = 256 << 20  # worst-case output of one chunk decoded by h5py's LZF filter
+MAX_VOXELS = 1 << 50  # any declared array, whatever the caller's limit (offsets stay in int64)
+MAX_ATTRIBUTE_BYTES = 64 << 10  # one attribute that is read (``description``)
+ATTRIBUTES = ("description",)  # the only attributes callers use
+
+DEFLATE, SHUFFLE, FLETCHER32, LZF = 1, 2, 3, 32000
+LZF_MAX_RATIO = 88  # an LZF back-reference: 3 bytes in, at most 264 bytes out
+_DECODED_HERE = {DEFLATE, SHUFFLE, FLETCHER32}
+_FILTER_NAMES = {DEFLATE: "gzip", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", LZF: "lzf", 4: "szip",
+                 5: "nbit", 6: "scaleoffset", 32001: "blosc", 32004: "lz4", 32008: "bitshuffle", 32015: "zstd"}
+_FIX = "save the labels as one plain numeric dataset (gzip or lzf compression) inside the file"
+
+
+def _errors(trusted: bool):
+    return PhaseError if trusted else SubmissionError
+
+
+def _reason(exc: BaseException) -> str:
+    """A library's explanation on one line, without the paths it may quote."""
+    text = re.sub(r"(?:[A-Za-z]:)?[/\\](?:[^\s/\\:'\"]+[/\\])+([^\s/\\:'\"]*)", r"\1", str(exc))
+    text = " ".join(text.split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _guard(display: str, error, action):
+    """Run ``action``; anything but our own errors becomes ``error`` naming the file."""
+    try:
+        return action()
+    except GraderError:
+        raise
+    except MemoryError:
+        raise error(f"{display}: is too large to read in the memory available") from None
+    except Exception as exc:  # h5py raises many types (OSError, KeyError, ValueError, RuntimeError...)
+        raise error(f"{display}: cannot be read as HDF5 ({_reason(exc)}); the file may be truncated or corrupt") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Finding a dataset without following links
+
+
+def _h5():
+    import h5py
+
+    return h5py
+
+
+def _root(handle):
+    h5py = _h5()
+    return h5py.h5o.open(handle.id, b"/")
+
+
+def _parts(key: str, display: str, error) -> list[str]:
+    parts = [p for p in str(key).split("/") if p]
+    if not parts or len(parts) > MAX_KEY_DEPTH or any(p in (".", "..") for p in parts):
+        raise error(f"{display}: '{key}' is not a valid dataset name")
+    return parts
+
+
+_LINK_KINDS = {1: "a soft link", 64: "an external link"}
+
+
+def _walk(handle, key: str, display: str, error):
+    """The object at ``key`` reached through hard links only, or None when a component does
+    not exist. A soft or external link anywhere on the path is refused."""
+    h5py = _h5()
+    parts = _parts(key, display, error)
+    node = _root(handle)
+    for depth, part in enumerate(parts):
+        name = part.encode("utf-8", "surrogateescape")
+        if not isinstance(node, h5py.h5g.GroupID):
+            return None
+        if not node.links.exists(name):
+            return None
+        kind = node.links.get_info(name).type
+        if kind != h5py.h5l.TYPE_HARD:
+            where = "/".join(parts[: depth + 1])
+            what = _LINK_KINDS.get(kind, "a user-defined link")
+            raise error(f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
+                        "as one plain numeric dataset (gzip or lzf compression)")
+        node = h5py.h5o.open(node, name)
+    return node
+
+
+def find_key(handle, keys: Sequence[str], display: str, error=SubmissionError) -> str | None:
+    """The first of ``keys`` that names a dataset (through hard links), else None."""
+    h5py = _h5()
+    for key in keys:
+        found = _walk(handle, key, display, error)
+        if isinstance(found, h5py.h5d.DatasetID):
+            return key
+    return None
+
+
+def only_dataset(handle, display: str, error=SubmissionError) -> str:
+    """The path of the file's only dataset. ``H5Ovisit`` enters hard links only: datasets
+    behind soft or external links are neither counted nor opened."""
+    h5py = _h5()
+    found, seen = [], [0]
+
+    def visit(name, info):
+        seen[0] += 1
+        if seen[0] > MAX_OBJECTS:
+            return True  # stops the visit
+        if info.type == h5py.h5o.TYPE_DATASET:
+            found.append(name.decode("utf-8", "surrogateescape"))
+        return None
+
+    h5py.h5o.visit(_root(handle), visit, info=True)
+    if seen[0] > MAX_OBJECTS:
+        raise error(f"{display}: holds more than {MAX_OBJECTS} groups and datasets; {_FIX}")
+    if len(found) != 1:
+        raise error(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
+    return found[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Checking a dataset from its metadata
+
+
+def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
+    """The dataset's on-disk numpy dtype and whether h5py reads it as bool; anything but
+    plain IEEE floats and whole-byte integers (or enums of them) is refused."""
+    h5py = _h5()
+    h5t = h5py.h5t
+    cls = tid.get_class()
+    as_bool = False
+    if cls == h5t.ENUM:
+        as_bool = np.dtype(tid.dtype) == np.bool_
+        tid = tid.get_super()
+        cls = tid.get_class()
+    size = tid.get_size()
+    order = ">" if cls in (h5t.INTEGER, h5t.FLOAT) and tid.get_order() == h5t.ORDER_BE else "<"
+    if cls == h5t.INTEGER and size in (1, 2, 4, 8) and tid.get_precision() == 8 * size and tid.get_offset() == 0:
+        kind = "i" if tid.get_sign() == h5t.SGN_2 else "u"
+        return np.dtype(f"{order}{kind}{size}"), as_bool
+    if cls == h5t.FLOAT and size in (2, 4, 8):
+        expected = {2: (15, 10, 5, 0, 10, 15), 4: (31, 23, 8, 0, 23, 127), 8: (63, 52, 11, 0, 52, 1023)}[size]
+        if (tuple(tid.get_fields()) + (tid.get_ebias(),) == expected and tid.get_precision() == 8 * size
+                and tid.get_offset() == 0 and tid.get_norm() == h5t.NORM_IMPLIED):
+            return np.dtype(f"{order}f{size}"), False
+    try:
+        shown = str(tid.dtype)
+    except Exception:  # types numpy cannot represent
+        shown = "a non-numeric type"
+    raise error(f"{display}: '{key}' has data type {shown}; expected plain integers or floats")
+
+
+class Hdf5Array:
+    """One dataset of an HDF5 file, checked from its metadata, read region by region.
+
+    ``shape``, ``dtype`` (native byte order), ``chunks`` (None unless chunked), ``attrs``
+    (the ``ATTRIBUTES`` present, bounded), ``array[region]`` (ints and step-1 slices),
+    ``stored(region)`` (whether anything but the fill value can be inside ``region``) and
+    ``read()`` (the whole array). Use as a context manager or call ``close()``."""
+
+    def __init__(self, path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
+                 max_voxels: int | None = None, keys: Sequence[str] = ()):
+        self.display = display or Path(path).name
+        self._error = _errors(trusted)
+        self._lock = threading.Lock()
+        self._handle = self._file = None
+        check_regular(Path(path), self.display, self._error)
+        try:
+            _guard(self.display, self._error, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _open(self, path: Path, key: str | None, keys: tuple[str, ...], max_voxels) -> None:
+        h5py = _h5()
+        self._file = open_regular(path, self.display, self._error)
+        self._file_size = os.fstat(self._file.fileno()).st_size
+        self._handle = h5py.File(path, "r")
+        if key is not None:
+            name = key
+            if _walk(self._handle, key, self.display, self._error) is None:
+                raise self._error(f"{self.display}: has no dataset '{key}'")
+        else:
+            name = find_key(self._handle, keys, self.display, self._error) if keys else None
+            if name is None:
+                name = only_dataset(self._handle, self.display, self._error)
+        self.key = name
+        dsid = _walk(self._handle, name, self.display, self._error)
+        if not isinstance(dsid, h5py.h5d.DatasetID):
+            raise self._error(f"{self.display}: '{name}' is a group, not an array")
+        self._dsid = dsid
+        self._check_layout(dsid, name)
+        self._file_dtype, self._as_bool = _number_type(dsid.get_type(), self.display, name, self._error)
+        self.dtype = np.dtype(bool) if self._as_bool else self._file_dtype.newbyteorder("=")
+        space = dsid.get_space()
+        kind = space.get_simple_extent_type()
+        if kind == h5py.h5s.NULL:
+            raise self._error(f"{self.display}: '{name}' holds no values (a null dataspace)")
+        self.shape = tuple(int(n) for n in space.shape) if kind == h5py.h5s.SIMPLE else ()
+        voxels = int(np.prod(self.shape, dtype=object)) if self.shape else 1
+        if voxels > MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
+            limit = max_voxels if max_voxels is not None and max_voxels < MAX_VOXELS else MAX_VOXELS
+            raise self._error(f"{self.display}: '{name}' has shape {self.shape}, more voxels than the {limit} accepted for it; "
+                              "write it on the image's grid")
+        self._fill = self._fill_value()
+        self.chunks, self._lzf, self._allocated = None, False, True
+        if self._layout == h5py.h5d.CHUNKED:
+            self._check_chunked(name)
+        elif self._layout == h5py.h5d.CONTIGUOUS:
+            self._check_contiguous(name)
+        self.attrs = self._attributes()
+
+    def _check_layout(self, dsid, name: str) -> None:
+        h5py = _h5()
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5py.h5d.VIRTUAL:
+            raise self._error(f"{self.display}: '{name}' is a virtual dataset (it maps data of other files); {_FIX}")
+        if dcpl.get_external_count():
+            raise self._error(f"{self.display}: '{name}' keeps its data in external files; {_FIX}")
+        if layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED, h5py.h5d.COMPACT):
+            raise self._error(f"{self.display}: '{name}' has an unknown storage layout; {_FIX}")
+        self._layout, self._dcpl = layout, dcpl
+        self._filters = []
+        for index in range(dcpl.get_nfilters()):
+            code, _flags, values, _name = dcpl.get_filter(index)
+            if code not in _DECODED_HERE and code != LZF:
+                shown = _FILTER_NAMES.get(code, f"filter {code}")
+                raise self._error(f"{self.display}: '{name}' is compressed with {shown}, which is not accepted; {_FIX}")
+            self._filters.append((int(code), tuple(int(v) for v in values)))
+        if self._filters and layout != h5py.h5d.CHUNKED:
+            raise self._error(f"{self.display}: '{name}' has filters on unchunked storage; the file is corrupt")
+        codes = [code for code, _ in self._filters]
+        if codes.count(DEFLATE) > 1:
+            raise self._error(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {_FIX}")
+        if LZF in codes and DEFLATE in codes:
+            raise self._error(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {_FIX}")
+
+    def _fill_value(self):
+        h5py = _h5()
+        if self._dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
+            return 0
+        value = np.zeros(1, dtype=self._file_dtype)
+        self._dcpl.get_fill_value(value)
+        return value.astype(self.dtype)[0]
+
+    def _check_contiguous(self, name: str) -> None:
+        offset = self._dsid.get_offset()
+        self._allocated = offset is not None
+        if offset is not None:
+            nbytes = int(np.prod(self.shape, dtype=np.int64)) * self._file_dtype.itemsize
+            if offset < 0 or offset + nbytes > self._file_size:
+                raise self._error(f"{self.display}: '{name}' runs past the end of the file; the file is truncated")
+
+    def _check_chunked(self, name: str) -> None:
+        chunks = tuple(int(c) for c in self._dcpl.get_chunk())
+        if len(chunks) != len(self.shape) or min(chunks, default=1) < 1:
+            raise self._error(f"{self.display}: '{name}' has invalid chunk sizes {chunks}")
+        self._chunk_bytes = int(np.prod(chunks, dtype=object)) * self._file_dtype.itemsize
+        if self._chunk_bytes > MAX_CHUNK_BYTES:
+            raise self._error(f"{self.display}: '{name}' has chunks of {self._chunk_bytes} bytes, more than the "
+                              f"{MAX_CHUNK_BYTES} accepted; write it with smaller chunks")
+        self.chunks = chunks
+        self._grid = tuple(-(-n // c) for n, c in zip(self.shape, chunks))
+        if int(np.prod(self._grid, dtype=object)) >= 1 << 62:
+            raise self._error(f"{self.display}: '{name}' declares an impossibly large chunk grid")
+        codes = [code for code, _ in self._filters]
+        self._lzf = LZF in codes  # decoded by h5py's filter, through HDF5
+        if self._lzf:
+            self._lzf_bit = 1 << codes.index(LZF)
+            values = self._filters[codes.index(LZF)][1]
+            # h5py's filter allocates cd_values[2] bytes first: it must be the chunk's size
+            if len(values) < 3 or not 0 < values[2] <= self._chunk_bytes + 4 * codes.count(FLETCHER32):
+                raise self._error(f"{self.display}: '{name}' has lzf settings that do not match its chunks; the file is corrupt")
+        self._index_chunks(name)
+
+    def _index_chunks(self, name: str) -> None:
+        count = int(self._dsid.get_num_chunks())
+        if count > MAX_CHUNKS:
+            raise self._error(f"{self.display}: '{name}' stores {count} chunks, more than the {MAX_CHUNKS} accepted; "
+                              "write it with larger chunks")
+        entries = []
+        self._dsid.chunk_iter(lambda info: entries.append(info) if len(entries) <= count else True)
+        ndim = len(self.shape)
+        coords = np.zeros((len(entries), ndim), dtype=np.int64)
+        offsets = np.zeros(len(entries), dtype=np.int64)
+        sizes = np.zeros(len(entries), dtype=np.int64)
+        masks = np.zeros(len(entries), dtype=np.int64)
+        keep = np.zeros(len(entries), dtype=bool)
+        all_filters = (1 << len(self._filters)) - 1
+        for row, info in enumerate(entries):
+            origin = tuple(int(v) for v in info.chunk_offset)
+            if len(origin) != ndim or any(o < 0 or o % c for o, c in zip(origin, self.chunks)):
+                raise self._error(f"{self.display}: '{name}' has a chunk at an invalid position; the file is corrupt")
+            coords[row] = [o // c for o, c in zip(origin, self.chunks)]
+            keep[row] = all(o < n for o, n in zip(origin, self.shape))  # chunks outside the extent are never read
+            offsets[row], sizes[row], masks[row] = int(info.byte_offset), int(info.size), int(info.filter_mask)
+        if len(entries):
+            if int(masks.min()) < 0 or int(masks.max()) & ~all_filters:
+                raise self._error(f"{self.display}: '{name}' has a chunk with an invalid filter mask; the file is corrupt")
+            if int(sizes.min()) <= 0 or int(offsets.min()) < 0 or int((offsets + sizes).max()) > self._file_size:
+                raise self._error(f"{self.display}: '{name}' has chunks that run past the end of the file; the file is truncated")
+            order = np.argsort(offsets, kind="stable")
+            if np.any((offsets + sizes)[order][:-1] > offsets[order][1:]):
+                raise self._error(f"{self.display}: '{name}' has chunks that overlap in the file; the file is corrupt")
+            if self._lzf:
+                compressed = (masks & self._lzf_bit) == 0
+                limit = max(self._chunk_bytes, MAX_FILTER_OUTPUT)
+                if np.any(sizes[compressed] * LZF_MAX_RATIO > limit):
+                    raise self._error(f"{self.display}: '{name}' has an lzf chunk that could decode to more than {limit} bytes; "
+                                      "save it with gzip compression")
+        coords, offsets, sizes, masks = coords[keep], offsets[keep], sizes[keep], masks[keep]
+        strides = np.cumprod((self._grid[1:] + (1,))[::-1], dtype=np.int64)[::-1] if ndim else np.zeros(0, np.int64)
+        linear = coords @ strides if ndim else np.zeros(len(coords), np.int64)
+        order = np.argsort(linear, kind="stable")
+        linear = linear[order]
+        if len(linear) > 1 and np.any(linear[1:] == linear[:-1]):
+            raise self._error(f"{self.display}: '{name}' lists a chunk twice; the file is corrupt")
+        self._strides = strides
+        self._linear, self._coords = linear, coords[order]
+        self._offsets, self._sizes, self._masks = offsets[order], sizes[order], masks[order]
+
+    def _attributes(self) -> dict:
+        h5py = _h5()
+        found = {}
+        for name in ATTRIBUTES:
+            try:
+                if not h5py.h5a.exists(self._dsid, name.encode()):
+                    continue
+                attr = h5py.h5a.open(self._dsid, name.encode())
+                space = attr.get_space()
+                points = space.get_simple_extent_npoints() if space.get_simple_extent_type() == h5py.h5s.SIMPLE else 1
+                kind = attr.get_type().get_class()
+                if points > 16 or attr.get_storage_size() > MAX_ATTRIBUTE_BYTES or kind not in (
+                        h5py.h5t.STRING, h5py.h5t.INTEGER, h5py.h5t.FLOAT):
+                    continue
+                with self._lock:
+                    value = h5py.Dataset(self._dsid).attrs[name]
+                if isinstance(value, bytes | str) and len(value) > MAX_ATTRIBUTE_BYTES:
+                    continue
+                found[name] = value
+            except Exception:  # noqa: BLE001 - attributes are informational; a broken one is left out
+                continue
+        return found
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _region(self, key) -> tuple[list[slice], list[int]]:
+        """Normalised step-1 slices for every axis, and the axes indexed by an integer."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices for a {self.ndim}-dimensional array")
+        slices, dropped = [], []
+        for axis, n in enumerate(self.shape):
+            item = key[axis] if axis < len(key) else slice(None)
+            if isinstance(item, slice):
+                start, stop, step = item.indices(n)
+                if step != 1:
+                    raise IndexError("only step-1 slices are supported")
+                slices.append(slice(start, max(start, stop)))
+            elif isinstance(item, int | np.integer):
+                index = int(item) + (n if item < 0 else 0)
+                if not 0 <= index < n:
+                    raise IndexError(f"index {item} is out of bounds for axis {axis} with size {n}")
+                slices.append(slice(index, index + 1))
+                dropped.append(axis)
+            else:
+                raise IndexError(f"unsupported index {item!r}")
+        return slices, dropped
+
+    def _chunk_rows(self, slices: list[slice], first_only: bool = False) -> list[int]:
+        """Rows of the stored-chunk index whose chunks intersect the region."""
+        if any(s.stop <= s.start for s in slices) or not len(self._linear):
+            return []
+        low = [s.start // c for s, c in zip(slices, self.chunks)]
+        high = [(s.stop - 1) // c + 1 for s, c in zip(slices, self.chunks)]
+        cells = int(np.prod([h - lo for h, lo in zip(high, low)], dtype=object))
+        rows = []
+        if cells <= len(self._linear):
+            for cell in itertools.product(*(range(lo, h) for lo, h in zip(low, high))):
+                target = int(np.dot(cell, self._strides)) if cell else 0
+                row = int(np.searchsorted(self._linear, target))
+                if row < len(self._linear) and self._linear[row] == target:
+                    rows.append(row)
+                    if first_only:
+                        break
+        else:
+            inside = np.all((self._coords >= np.asarray(low)) & (self._coords < np.asarray(high)), axis=1)
+            rows = [int(r) for r in np.flatnonzero(inside)[: 1 if first_only else None]]
+        return rows
+
+    def stored(self, key=()) -> bool:
+        """Whether the region can hold anything but zeros: a stored chunk intersects it, or
+        the fill value (what unstored regions read as) is nonzero."""
+        slices, _ = _guard(self.display, self._error, lambda: self._region(key))
+        if any(s.stop <= s.start for s in slices):
+            return False
+        if self._fill != 0 or self._layout == _h5().h5d.COMPACT:
+            return True
+        if self.chunks is None:
+            return self._allocated
+        return bool(self._chunk_rows(slices, first_only=True))
+
+    def __getitem__(self, key) -> np.ndarray:
+        slices, dropped = self._region(key)
+        out = _guard(self.display, self._error, lambda: self._read(slices))
+        if dropped:
+            out = out.reshape([s.stop - s.start for axis, s in enumerate(slices) if axis not in dropped])
+        return out
+
+    def read(self) -> np.ndarray:
+        return self[()]
+
+    def _read(self, slices: list[slice]) -> np.ndarray:
+        shape = tuple(s.stop - s.start for s in slices)
+        if self.chunks is not None and not self._lzf:
+            out = np.full(shape, self._fill, dtype=self.dtype)
+            for row in self._chunk_rows(slices):
+                self._place(row, slices, out)
+            return out
+        if self._lzf and not self._chunk_rows(slices, first_only=True):
+            return np.full(shape, self._fill, dtype=self.dtype)
+        return self._read_library(slices, shape)
+
+    def _read_library(self, slices: list[slice], shape: tuple[int, ...]) -> np.ndarray:
+        """Contiguous, compact and LZF data through HDF5 (nothing unbounded can happen there:
+        the extent and every LZF chunk were checked when the dataset was opened)."""
+        h5py = _h5()
+        out = np.empty(shape, dtype=self._file_dtype)  # read as stored (no HDF5 conversion), converted below
+        if 0 not in shape:
+            with self._lock:
+                if self.shape:
+                    space = self._dsid.get_space()
+                    space.select_hyperslab(tuple(s.start for s in slices), shape)
+                    memory = h5py.h5s.create_simple(shape)
+                else:
+                    space = memory = h5py.h5s.ALL
+                self._dsid.read(memory, space, out, self._dsid.get_type())
+        return out != 0 if self._as_bool else out.astype(self.dtype, copy=False)
+
+    def _place(self, row: int, slices: list[slice], out: np.ndarray) -> None:
+        origin = [int(c) * n for c, n in zip(self._coords[row], self.chunks)]
+        data = self._decode(row)
+        chunk = np.frombuffer(data, dtype=self._file_dtype, count=int(np.prod(self.chunks))).reshape(self.chunks)
+        source, target = [], []
+        for s, o, c in zip(slices, origin, self.chunks):
+            lo, hi = max(s.start, o), min(s.stop, o + c)
+            source.append(slice(lo - o, hi - o))
+            target.append(slice(lo - s.start, hi - s.start))
+        part = chunk[tuple(source)]
+        out[tuple(target)] = part != 0 if self._as_bool else part
+
+    def _decode(self, row: int) -> bytes:
+        """The raw bytes of one stored chunk, through the filter pipeline in reverse, every
+        stage bounded by the size it must produce."""
+        offset, size, mask = int(self._offsets[row]), int(self._sizes[row]), int(self._masks[row])
+        data = os.pread(self._file.fileno(), size, offset)
+        if len(data) != size:
+            raise self._error(f"{self.display}: a chunk runs past the end of the file; the file is truncated")
+        applied = [i for i in range(len(self._filters)) if not mask & (1 << i)]
+        # the size each applied filter was given when the chunk was written: known up to the
+        # (single) deflate filter, fletcher32 adding 4 bytes; past it, shuffle and fletcher32
+        # only keep or shrink what they are given
+        sizes, current = {}, self._chunk_bytes
+        for index in applied:
+            sizes[index] = current
+            code = self._filters[index][0]
+            if current is not None and code == FLETCHER32:
+                current += 4
+            elif code == DEFLATE:
+                current = None
+        for index in reversed(applied):
+            code, values = self._filters[index]
+            expected = sizes[index]
+            if code == FLETCHER32:
+                data = _check_fletcher32(data, self.display, self._error)
+            elif code == DEFLATE:
+                data = _inflate(data, expected, self.display, self._error)
+            elif code == SHUFFLE:
+                data = _unshuffle(data, values[0] if values else self._file_dtype.itemsize)
+            if expected is not None and len(data) != expected:
+                raise self._error(f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt")
+        if len(data) != self._chunk_bytes:
+            raise self._error(f"{self.display}: a chunk holds {len(data)} bytes instead of {self._chunk_bytes}; the file is corrupt")
+        return data
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for thing in (self._handle, self._file):
+            if thing is not None:
+                try:
+                    thing.close()
+                except Exception:  # noqa: BLE001 - closing a half-opened file
+                    pass
+        self._handle = self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Bounded decoders of HDF5's built-in filters
+
+
+def _inflate(data: bytes, expected: int, display: str, error) -> bytes:
+    """zlib data that must decode to exactly ``expected`` bytes; never produces more than
+    ``expected + 1`` bytes, however much the stream would expand."""
+    stream = zlib.decompressobj()
+    try:
+        out = stream.decompress(data, expected + 1)
+    except zlib.error:
+        raise error(f"{display}: a gzip-compressed chunk is corrupt") from None
+    if len(out) > expected or (stream.unconsumed_tail and not stream.eof):
+        raise error(f"{display}: a gzip-compressed chunk decodes to more than its {expected} bytes; the file is corrupt")
+    if not stream.eof:
+        raise error(f"{display}: a gzip-compressed chunk is truncated; the file is corrupt")
+    return out
+
+
+def _unshuffle(data: bytes, size: int) -> bytes:
+    """HDF5's shuffle filter undone: byte planes back to elements; a remainder of fewer than
+    ``size`` bytes stays at the end, as HDF5 leaves it."""
+    count = len(data) // size if size > 0 else 0
+    if size <= 1 or count <= 1:
+        return data
+    body = np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(size, count).T.tobytes()
+    return body + data[count * size:]
+
+
+def _fletcher_sums(data: bytes) -> tuple[int, int]:
+    """HDF5's Fletcher-32 of ``data``: 16-bit big-endian words (an odd last byte is the high
+    byte of a word), both sums in ones'-complement form (0 only when every word is 0)."""
+    words = np.frombuffer(data, dtype=">u2", count=len(data) // 2).astype(np.uint64)
+    if len(data) % 2:
+        words = np.append(words, np.uint64(data[-1] << 8))
+    n = len(words)
+    total1 = total2 = 0
+    block = 1 << 20
+    for start in range(0, n, block):
+        part = words[start:start + block]
+        weights = (n - np.arange(start, start + len(part), dtype=np.uint64)) % np.uint64(65535)
+        total1 += int(part.sum())
+        total2 += int((part * weights).sum())
+    nonzero = bool(n) and total1 > 0
+    form = lambda t: ((t - 1) % 65535) + 1 if nonzero else 0  # noqa: E731
+    return form(total1), form(total2)
+
+
+def _check_fletcher32(data: bytes, display: str, error) -> bytes:
+    if len(data) < 4:
+        raise error(f"{display}: a chunk is too short for its checksum; the file is corrupt")
+    body, stored = data[:-4], int.from_bytes(data[-4:], "little")
+    sum1, sum2 = _fletcher_sums(body)
+    value = (sum2 << 16) | sum1
+    b = value.to_bytes(4, "little")
+    reversed_value = (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]  # HDF5 < 1.6.3 wrote it so
+    if stored not in (value, reversed_value):
+        raise error(f"{display}: a chunk fails its fletcher32 checksum; the file is corrupt")
+    return body
+
+
+# --------------------------------------------------------------------------------------------
+# Module-level helpers
+
+
+def open_array(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
+               max_voxels: int | None = None, keys: Sequence[str] = ()) -> Hdf5Array:
+    """The dataset ``key`` of ``path``, else the first of ``keys`` that exists, else the
+    file's only dataset; checked from its metadata and ready to be read by region."""
+    return Hdf5Array(path, key, display, trusted, max_voxels, keys)
+
+
+def probe(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
+          keys: Sequence[str] = ()) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and (native) dtype from the file's metadata alone."""
+    with Hdf5Array(path, key, display, trusted, keys=keys) as array:
+        return array.shape, array.dtype
+
+
+def read(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
+         max_voxels: int | None = None) -> tuple[np.ndarray, dict]:
+    """The whole dataset and its ``attrs``."""
+    with Hdf5Array(path, key, display, trusted, max_voxels) as array:
+        return array.read(), array.attrs
+
+
+def dataset_key(path: Path, keys: Sequence[str], display: str | None = None, trusted: bool = False) -> str | None:
+    """The first of ``keys`` naming a dataset of ``path`` through hard links, else None."""
+    display = display or Path(path).name
+    error = _errors(trusted)
+    check_regular(Path(path), display, error)
+
+    def look() -> str | None:
+        with _h5().File(path, "r") as handle:
+            return find_key(handle, keys, display, error)
+
+    return _guard(display, error, look)
