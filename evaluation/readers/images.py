@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import SubmissionError
+from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.readers import untrusted
 
 SITK_SUFFIXES = (".mha", ".nii", ".nii.gz", ".nrrd", ".png")
 TIFF_SUFFIXES = (".tif", ".tiff")
@@ -29,7 +30,6 @@ HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 NUMPY_SUFFIXES = (".npy",)
 ZARR_SUFFIXES = (".zarr",)
 SUFFIXES = SITK_SUFFIXES + TIFF_SUFFIXES + HDF5_SUFFIXES + NUMPY_SUFFIXES + ZARR_SUFFIXES
-_HEADER_BYTES = 65536
 
 
 @dataclass
@@ -66,74 +66,83 @@ def stem(path: Path) -> str:
     return path.name[: len(path.name) - len(suffix(path))] if suffix(path) in SUFFIXES else path.stem
 
 
-def read(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None) -> Volume:
+def read(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None,
+         trusted: bool = False) -> Volume:
     """Load ``path`` whole. ``key`` selects the dataset of an HDF5 file or the array of a zarr
     group. ``display`` names the file in messages (default: its name). With ``max_voxels``, the
-    shape is read from the header first and a larger array is refused before it is loaded."""
+    shape is read from the header first and a larger array is refused before it is loaded.
+    Problems raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files)."""
     display = display or path.name
+    error = PhaseError if trusted else SubmissionError
     kind = suffix(path)
-    if not path.exists():
-        raise SubmissionError(f"{display}: file not found")
     if max_voxels is not None:
-        shape = _guarded(lambda: probe_shape(path, key, display), kind, display)
+        shape = probe_shape(path, key, display, trusted)
         if int(np.prod(shape, dtype=np.float64)) > max_voxels:
-            raise SubmissionError(f"{display}: has shape {tuple(shape)}, more voxels than the {max_voxels} of the image it predicts")
-    return _guarded(lambda: _load(path, kind, key, display), kind, display)
+            raise error(f"{display}: has shape {tuple(shape)}, more voxels than the {max_voxels} of the image it predicts")
+    return _guarded(lambda: _load(path, kind, key, display, trusted), kind, display, error)
 
 
-def _load(path: Path, kind: str, key: str | None, display: str) -> Volume:
-    if kind in SITK_SUFFIXES:
-        return _read_sitk(path, display)
-    if kind in TIFF_SUFFIXES:
-        return _read_tiff(path, display)
+def _load(path: Path, kind: str, key: str | None, display: str, trusted: bool) -> Volume:
+    from evaluation.readers import hdf5, itk_formats, tiff
+
+    error = PhaseError if trusted else SubmissionError
+    if kind in SITK_SUFFIXES:  # checked, ImageIO forced by suffix, size known before decoding
+        return itk_formats.read(path, display, error)
+    if kind in TIFF_SUFFIXES:  # the first image series, no other file opened
+        return Volume(tiff.read(path, display, trusted))
     if kind in NUMPY_SUFFIXES:
-        return Volume(np.load(path, allow_pickle=False))
-    if kind in HDF5_SUFFIXES:
-        return _read_hdf5(path, key, display)
+        with untrusted.open_regular(path, display, error) as f:
+            return Volume(np.load(f, allow_pickle=False))
+    if kind in HDF5_SUFFIXES:  # hard links only, bounded decoding
+        array, attrs = hdf5.read(path, key, display, trusted)
+        return Volume(array, attrs=attrs)
     if kind in ZARR_SUFFIXES:
-        return _read_zarr(path, key, display)
-    raise SubmissionError(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+        array = _open_zarr(path, key, display, trusted)
+        return Volume(array[...], attrs=array.attrs)
+    raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
 
 
-def probe_shape(path: Path, key: str | None = None, display: str | None = None) -> tuple[int, ...]:
-    """The array shape from the file's header alone, in array axis order."""
+def probe_shape(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False) -> tuple[int, ...]:
+    """The array shape from the file's header alone, in array axis order: the one place that
+    learns a file's size without decoding it."""
+    from evaluation.readers import hdf5, itk_formats, tiff
+
     display = display or path.name
+    error = PhaseError if trusted else SubmissionError
     kind = suffix(path)
     if kind in SITK_SUFFIXES:
-        from evaluation.readers import itk_formats
-
-        return itk_formats.info(path, display).shape
+        return itk_formats.info(path, display, error).shape
     if kind in TIFF_SUFFIXES:
-        from evaluation.readers import tiff
-
-        return tiff.probe(path, display)[0]
+        return tiff.probe(path, display, trusted)[0]
     if kind in NUMPY_SUFFIXES:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, _ = header(f)
-        return tuple(shape)
+        return _guarded(lambda: _npy_shape(path, display, error), kind, display, error)
     if kind in HDF5_SUFFIXES:
-        from evaluation.readers import hdf5
-
-        return hdf5.probe(path, key, display)[0]
-    if kind in ZARR_SUFFIXES:  # from the metadata alone
-        return tuple(_open_zarr(path, key, display).shape)
-    return tuple(_load(path, kind, key, display).array.shape)
+        return hdf5.probe(path, key, display, trusted)[0]
+    if kind in ZARR_SUFFIXES:
+        return tuple(_open_zarr(path, key, display, trusted).shape)
+    raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
 
 
-def _guarded(action, kind: str, display: str):
-    """Run a reader, turning whatever a malformed file raises into a SubmissionError."""
+def _npy_shape(path: Path, display: str, error) -> tuple[int, ...]:
+    with untrusted.open_regular(path, display, error) as f:
+        version = np.lib.format.read_magic(f)
+        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, _ = header(f)
+    return tuple(shape)
+
+
+def _guarded(action, kind: str, display: str, error=SubmissionError):
+    """Run a reader, turning whatever a malformed file raises into ``error``."""
     try:
         return action()
-    except SubmissionError:
+    except GraderError:
         raise
     except ValueError as exc:
         if "pickle" in str(exc).lower():
-            raise SubmissionError(f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array") from None
-        raise SubmissionError(f"{display}: cannot be read as {kind} ({exc})") from None
+            raise error(f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array") from None
+        raise error(f"{display}: cannot be read as {kind} ({exc})") from None
     except Exception as exc:  # readers raise many types for truncated or malformed files
-        raise SubmissionError(f"{display}: cannot be read as {kind} ({_reason(exc)}); the file may be truncated or corrupt") from None
+        raise error(f"{display}: cannot be read as {kind} ({_reason(exc)}); the file may be truncated or corrupt") from None
 
 
 def _reason(exc: Exception) -> str:
@@ -146,62 +155,17 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {' '.join(text.split())}"
 
 
-# --------------------------------------------------------------------------------------------
-# SimpleITK formats
-
-
-def _check_self_contained(path: Path, display: str) -> None:
-    """Refuse a MetaImage, NRRD, NIfTI or PNG file that would make SimpleITK read any other
-    file (see ``itk_formats``)."""
-    from evaluation.readers import itk_formats
-
-    itk_formats.check(path, display)
-
-
-def _read_sitk(path: Path, display: str) -> Volume:
-    """A MetaImage, NRRD, NIfTI or PNG file, checked, its ImageIO forced by suffix and its size
-    known before its pixels are decoded (see ``itk_formats``)."""
-    from evaluation.readers import itk_formats
-
-    return itk_formats.read(path, display)
-
-
-# --------------------------------------------------------------------------------------------
-# TIFF, HDF5, zarr
-
-
-def _read_tiff(path: Path, display: str) -> Volume:
-    """The first image series (``readers.tiff``: bounded decoding, no other file opened)."""
-    from evaluation.readers import tiff
-
-    return Volume(tiff.read(path, display))
-
-
-def _read_hdf5(path: Path, key: str | None, display: str) -> Volume:
-    """One dataset (``readers.hdf5``: hard links only, bounded decoding, native byte order)."""
-    from evaluation.readers import hdf5
-
-    array, attrs = hdf5.read(path, key, display)
-    return Volume(array, attrs=attrs)
-
-
-def _open_zarr(path: Path, key: str | None, display: str):
+def _open_zarr(path: Path, key: str | None, display: str, trusted: bool = False):
+    """The zarr array ``key`` of ``path``, else the group's only array."""
     from evaluation.readers import zarr_store
 
     target = path / key if key else path
     if zarr_store.node_kind(target) != zarr_store.ARRAY:
         arrays = zarr_store.array_names(target)
         if len(arrays) != 1:
-            raise SubmissionError(f"{display}: expected one array in the zarr, found {len(arrays)}")
+            raise (PhaseError if trusted else SubmissionError)(f"{display}: expected one array in the zarr, found {len(arrays)}")
         target = target / arrays[0]
-    return zarr_store.open_array(target, display)
-
-
-def _read_zarr(path: Path, key: str | None, display: str) -> Volume:
-    from evaluation.readers import zarr_store
-
-    array = _open_zarr(path, key, display)
-    return Volume(zarr_store.read_array(array, display), attrs=zarr_store.attributes(array))
+    return zarr_store.open_array(target, display, trusted)
 
 
 # --------------------------------------------------------------------------------------------

@@ -168,10 +168,7 @@ def open_slabs(path: Path, key: str | None = None, display: str | None = None, t
     elif kind in images.TIFF_SUFFIXES:
         slabs = _Tiff(path, display, error)
     elif kind in images.SUFFIXES:
-        try:
-            slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels), display)
-        except SubmissionError as exc:
-            raise error(str(exc)) from None
+        slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels, trusted=trusted), display)
     else:
         raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(images.SUFFIXES)}")
     if slabs.dtype.kind not in _NUMERIC_KINDS:

@@ -98,7 +98,8 @@ def _lstat_mode(path: Path) -> int | None:
 
 def node_kind(path: Path) -> str | None:
     """'array', 'group' (explicit or implicit) or None when ``path`` is not a folder (a link
-    to a folder is not one) or holds a ``zarr.json`` that cannot be read."""
+    to a folder is not one). A ``zarr.json`` that cannot be read counts as an array, so that
+    opening it reports the problem rather than the node silently not being there."""
     mode = _lstat_mode(Path(path))
     if mode is None or not stat.S_ISDIR(mode):
         return None
@@ -109,10 +110,8 @@ def node_kind(path: Path) -> str | None:
         try:
             metadata = untrusted.load_json(path / "zarr.json", "zarr.json")
         except GraderError:
-            return None
-        if not isinstance(metadata, dict):
-            return None
-        return ARRAY if metadata.get("node_type") == "array" else GROUP
+            return ARRAY
+        return GROUP if isinstance(metadata, dict) and metadata.get("node_type") == "group" else ARRAY
     return GROUP
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import ndimage
 
 from evaluation import log
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.metrics.staple import staple
 from evaluation.metrics.surface import PointSet, distances
 from evaluation.phase import Phase
@@ -370,7 +370,7 @@ def read_annotations(files: dict[str, str | None], image: str) -> tuple[dict[str
         for name, path in files.items():
             if path is None:
                 continue
-            volume = _zyx_volume(images.read(Path(path), display="annotation"), "annotation")
+            volume = _zyx_volume(images.read(Path(path), display="annotation", trusted=True), "annotation")
             if first is not None and volume[0].array.shape != first[0].array.shape:
                 raise PhaseError(f"the annotations of image {image!r} differ in shape")
             first = first or volume
@@ -394,19 +394,10 @@ def read_prediction(path: Path, truth: tuple[images.Volume, int], display: str) 
 
 def _voxels(path: str) -> int:
     """Voxel count of a (trusted) annotation file from its header, for the memory estimate."""
-    p = Path(path)
     try:
-        if images.suffix(p) in images.TIFF_SUFFIXES:
-            from evaluation.readers import tiff
-
-            return int(np.prod(tiff.probe(p, "annotation", trusted=True)[0]))
-        if images.suffix(p) in images.SITK_SUFFIXES:
-            from evaluation.readers import itk_formats
-
-            return itk_formats.info(p, "annotation", error=PhaseError).voxels
-    except Exception:  # noqa: BLE001 - an estimate only; the worker reports real read errors
-        pass
-    return p.stat().st_size * 4
+        return int(np.prod(images.probe_shape(Path(path), display="annotation", trusted=True), dtype=np.int64))
+    except GraderError:  # an estimate only; the worker reports the unreadable file
+        return Path(path).stat().st_size * 4
 
 
 # --------------------------------------------------------------------------------------------

@@ -590,12 +590,14 @@ def nifti_declaring(folder: Path) -> None:
     (folder / "case_1.nii").write_bytes(bytes(data))
 
 
-def zarr_case_declaring(folder: Path) -> None:
-    """A 300-byte zarr label map declaring 1500^3 voxels (no chunk stored)."""
-    (folder / "case_1.zarr").mkdir()
-    (folder / "case_1.zarr" / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": [1500, 1500, 1500], "chunks": [1500, 1500, 1500], "dtype": "|u1",
-        "compressor": None, "fill_value": 1, "filters": None, "order": "C"}))
+def zarr_case_declaring(chunks: int) -> Callable[[Path], None]:
+    """A 300-byte zarr label map declaring 1500^3 voxels (no chunk stored, fill value 1)."""
+    def write(folder: Path) -> None:
+        (folder / "case_1.zarr").mkdir()
+        (folder / "case_1.zarr" / ".zarray").write_text(json.dumps({
+            "zarr_format": 2, "shape": [1500, 1500, 1500], "chunks": [chunks] * 3, "dtype": "|u1",
+            "compressor": None, "fill_value": 1, "filters": None, "order": "C"}))
+    return write
 
 
 def tiff_bomb(codec: str) -> Callable[[Path], None]:
@@ -630,11 +632,18 @@ def npy_huge_header(folder: Path) -> None:
 # FISBe predictions (HDF5, TIFF)
 
 
+def _private(folder: Path, name: str) -> Path:
+    """A file of the organizer's beside the FISBe samples (in a subfolder, not a sample)."""
+    private = folder.parent / f"{MARKER}-phase" / f"{MARKER}-private"
+    private.mkdir(exist_ok=True)
+    return private / name
+
+
 def hdf5_external_link(level: str) -> Callable[[Path], None]:
     """s0.hdf whose ``volumes/labels`` reaches another file through an external link at the
     last level or at ``volumes``."""
     def write(folder: Path) -> None:
-        target = folder.parent / f"{MARKER}-phase" / f"{MARKER}-other.hdf"
+        target = _private(folder, "other.hdf")
         with h5py.File(target, "w") as f:
             f.create_dataset("volumes/labels", data=fisbe_labels())
         relative = os.path.relpath(target, folder)
@@ -653,7 +662,7 @@ def hdf5_soft_link(folder: Path) -> None:
 
 
 def hdf5_virtual(folder: Path) -> None:
-    target = folder.parent / f"{MARKER}-phase" / f"{MARKER}-other.hdf"
+    target = _private(folder, "other.hdf")
     with h5py.File(target, "w") as f:
         f.create_dataset("labels", data=fisbe_labels())
     layout = h5py.VirtualLayout(shape=FISBE_SHAPE, dtype=np.int32)
@@ -663,7 +672,7 @@ def hdf5_virtual(folder: Path) -> None:
 
 
 def hdf5_external_storage(folder: Path) -> None:
-    target = folder.parent / f"{MARKER}-phase" / f"{MARKER}-raw.bin"
+    target = _private(folder, "raw.bin")
     target.write_bytes(fisbe_labels().tobytes())
     with h5py.File(folder / "s0.hdf", "w") as f:
         f.create_dataset("volumes/labels", shape=FISBE_SHAPE, dtype=np.int32,
@@ -884,7 +893,7 @@ KINDS = [
     _cellmap_fails(".zattrs nested 100 000 deep", deep_json(".zattrs"), ("crop101/mito", "nested")),
     _cellmap_fails("zarr.json nested 100 000 deep", lambda c: (shutil.rmtree(c / "mito"), (c / "mito").mkdir(), deep_json("zarr.json")(c)), ("crop101/mito", "nested")),
     _cellmap_fails("zarr v3 unknown codec", lambda c: zarr_v3(c, {**V3_ARRAY, "codecs": [{"name": "bytes"}, {"name": "evil.codec"}]}), ("crop101/mito", "evil.codec")),
-    _cellmap_fails("zarr v3 storage transformer", lambda c: zarr_v3(c, {**V3_ARRAY, "storage_transformers": [{"name": "x"}]}), ("crop101/mito", "storage_transformers")),
+    _cellmap_fails("zarr v3 storage transformer", lambda c: zarr_v3(c, {**V3_ARRAY, "storage_transformers": [{"name": "x"}]}), ("crop101/mito", "storage transformers")),
     _cellmap_fails("bz2 chunk decoding to 2 GiB", zarr_bomb("bz2"), ("crop101/mito",)),
     _cellmap_fails("gzip chunk decoding to 2 GiB", zarr_bomb("gzip"), ("crop101/mito",)),
     _cellmap_fails("zlib chunk decoding to 2 GiB", zarr_bomb("zlib"), ("crop101/mito",)),
@@ -939,10 +948,11 @@ KINDS = [
                       ("case_1.nrrd",), phase=lambda r: multiclass_phase(r, truth_suffix=".nii.gz")),
     _multiclass_fails("NIfTI header/image pair", nifti_pair, ("case_1.nii",)),
     _multiclass_fails("NIfTI file holding a MetaImage header", nii_holding_metaimage, ("case_1.nii",)),
-    _multiclass_fails("MHA declaring 1600^3 voxels", mha_declaring((1600, 1600, 1600)), ("case_1.mha", "more voxels")),
-    _multiclass_fails("NRRD declaring 1600^3 voxels", nrrd_declaring, ("case_1.nrrd", "more voxels")),
-    _multiclass_fails("NIfTI declaring 1600^3 voxels", nifti_declaring, ("case_1.nii", "more voxels")),
-    _multiclass_fails("zarr label map declaring 1500^3 voxels", zarr_case_declaring, ("case_1.zarr", "more voxels")),
+    _multiclass_fails("MHA declaring 1600^3 voxels", mha_declaring((1600, 1600, 1600)), ("case_1.mha", "declares 4096000000 bytes")),
+    _multiclass_fails("NRRD declaring 1600^3 voxels", nrrd_declaring, ("case_1.nrrd", "declares 4096000000 bytes")),
+    _multiclass_fails("NIfTI declaring 1600^3 voxels", nifti_declaring, ("case_1.nii", "declares 4096000000 bytes")),
+    _multiclass_fails("zarr label map declaring 1500^3 voxels", zarr_case_declaring(64), ("case_1.zarr", "more voxels")),
+    _multiclass_fails("zarr label map in one 1500^3 chunk", zarr_case_declaring(1500), ("case_1.zarr", "3375000000 bytes")),
     _multiclass_fails("TIFF LZMA strip decoding to 2 GiB", tiff_bomb("lzma"), ("case_1.tif",)),
     _multiclass_fails("TIFF deflate strip decoding to 2 GiB", tiff_bomb("zlib"), ("case_1.tif",)),
     Kind("big-endian .npy label map", multiclass_phase, multiclass_with(npy_big_endian), outcome=SCORED, check=_scores_like_native),
@@ -957,7 +967,7 @@ KINDS = [
     _fisbe_fails("HDF5 external storage", hdf5_external_storage, ("s0.hdf",)),
     _fisbe_fails("HDF5 deflate chunk decoding to 2 GiB", hdf5_deflate_bomb, ("s0.hdf",)),
     _fisbe_fails("FISBe TIFF declaring 3.2 GB", fisbe_tiff_declaring, ("s0.tif",)),
-    _fisbe_fails("10^6 empty channels", hdf5_million_channels, ("s0.hdf", "channels")),
+    _fisbe_fails("10^6 empty channels", hdf5_million_channels, ("s0.hdf", "(1000000, 16, 32, 32), more voxels")),
     _fisbe_fails("TIFF of 10^5 pages", tiff_many_pages, ("s0.tif", "pages")),
     Kind("big-endian FISBe prediction", fisbe_phase, lambda r: fisbe_submission(r, hdf5_big_endian), outcome=SCORED, check=_scores_like_native),
     # --- Grand-Challenge job lists
