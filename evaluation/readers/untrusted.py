@@ -123,12 +123,13 @@ def open_regular(path: Path, display: str, error=SubmissionError):
         raise
 
 
-def read_bytes(path: Path, display: str, limit: int, error=SubmissionError) -> bytes:
-    """The whole regular file ``path``, refused when longer than ``limit`` bytes."""
+def read_bytes(path: Path, display: str, limit: int, error=SubmissionError, what: str = "this kind of file") -> bytes:
+    """The whole regular file ``path``, refused when longer than ``limit`` bytes (the most
+    ``what`` can need)."""
     with open_regular(path, display, error) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise error(f"{display}: is larger than the {limit} bytes accepted for this kind of file")
+        raise error(f"{display}: is larger than the {limit} bytes {what} can need")
     return data
 
 

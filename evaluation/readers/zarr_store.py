@@ -1157,7 +1157,8 @@ class Array:
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
 
         def task():
-            data = untrusted.read_bytes(self.path / key, f"{display}/{key}", pipeline.stored_limit, error)
+            data = untrusted.read_bytes(self.path / key, f"{display}/{key}", pipeline.stored_limit, error,
+                                        what="a compressed chunk of this array")
             self._place(self._decode(pipeline, data, key, display, error), origin, selection, out)
 
         return task
