@@ -13,11 +13,8 @@
   the original one) or raise SubmissionError, nothing else, within memory and time limits.
 """
 
-import ctypes
-import errno
 import json
 import lzma
-import math
 import multiprocessing
 import os
 import resource
@@ -40,52 +37,13 @@ from evaluation.readers import hdf5, images, tiff
 from evaluation.readers.slabs import open_slabs
 from evaluation.readers.tomo_volumes import open_binary
 from evaluation.suites import fisbe
+from helpers.opens import Opens
 
 LABELS = (np.arange(4 * 6 * 8, dtype=np.uint16).reshape(4, 6, 8) % 5)
 
 
 # --------------------------------------------------------------------------------------------
 # Detecting that a file was opened
-
-
-class OpenWatch:
-    """Linux inotify on one folder: the names of the files in it that were opened
-    (``IN_OPEN``, raised by every ``open``, whatever library or C code makes it)."""
-
-    IN_OPEN, IN_ISDIR, IN_NONBLOCK, IN_CLOEXEC = 0x20, 0x40000000, 0o4000, 0o2000000
-
-    def __init__(self, folder: Path):
-        libc = ctypes.CDLL(None, use_errno=True)
-        self.fd = libc.inotify_init1(self.IN_NONBLOCK | self.IN_CLOEXEC)
-        if self.fd < 0:
-            pytest.skip(f"inotify is not available ({errno.errorcode.get(ctypes.get_errno())})")
-        if libc.inotify_add_watch(self.fd, os.fsencode(str(folder)), self.IN_OPEN) < 0:
-            os.close(self.fd)
-            pytest.skip("inotify cannot watch the test folder")
-
-    def opened(self) -> set[str]:
-        names = set()
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                return names
-            position = 0
-            while position < len(data):
-                _, mask, _, length = struct.unpack_from("iIII", data, position)
-                name = data[position + 16: position + 16 + length].rstrip(b"\0").decode()
-                if mask & self.IN_OPEN and not mask & self.IN_ISDIR:
-                    names.add(name)
-                position += 16 + length
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 @pytest.fixture
@@ -101,16 +59,16 @@ def truth(tmp_path):
 
 
 def test_the_detector_sees_opens_and_nothing_else(truth):
-    with OpenWatch(truth) as watch:
+    with Opens(truth) as watch:
         os.stat(truth / "gt.h5")
         os.listdir(truth)
-        assert watch.opened() == set()
+        assert watch.names() == set()
         with open(truth / "raw.bin", "rb"):
             pass
-        assert watch.opened() == {"raw.bin"}
+        assert watch.names() == {"raw.bin"}
         with h5py.File(truth / "gt.h5", "r"):  # HDF5's own C-level open
             pass
-        assert watch.opened() == {"gt.h5"}
+        assert watch.names() == {"gt.h5"}
 
 
 def test_the_detector_catches_the_attack_it_guards_against(truth, tmp_path):
@@ -118,10 +76,10 @@ def test_the_detector_catches_the_attack_it_guards_against(truth, tmp_path):
     upload = tmp_path / "pred.h5"
     with h5py.File(upload, "w") as f:
         f["volumes"] = h5py.ExternalLink(str(truth / "gt.h5"), "/volumes")
-    with OpenWatch(truth) as watch, h5py.File(upload, "r") as handle:
-        assert watch.opened() == set()
+    with Opens(truth) as watch, h5py.File(upload, "r") as handle:
+        assert watch.names() == set()
         assert "volumes/labels" in handle
-        assert "gt.h5" in watch.opened()
+        assert "gt.h5" in watch.names()
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,10 +168,10 @@ def test_references_to_other_files_are_refused_unopened(truth, tmp_path, referen
     upload = tmp_path / "upload" / "pred.h5"
     upload.parent.mkdir()
     REFERENCES[reference](upload, truth)
-    with OpenWatch(truth) as watch:
+    with Opens(truth) as watch:
         with pytest.raises(SubmissionError) as caught:
             ENTRY_POINTS[entry](upload)
-        assert watch.opened() == set(), f"{reference} via {entry} opened {watch.opened()}"
+        assert watch.names() == set(), f"{reference} via {entry} opened {watch.names()}"
     message = str(caught.value)
     assert message.startswith("pred.h5: ") and "\n" not in message
     assert str(tmp_path) not in message and "truth" not in message
@@ -222,13 +180,13 @@ def test_references_to_other_files_are_refused_unopened(truth, tmp_path, referen
 def test_trusted_files_with_links_are_phase_errors(truth, tmp_path):
     path = tmp_path / "label.h5"
     _external_intermediate(path, truth)
-    with OpenWatch(truth) as watch:
+    with Opens(truth) as watch:
         with pytest.raises(PhaseError, match="external link"):
             open_slabs(path, key="volumes/labels", display="a label volume", trusted=True)
         with pytest.raises(PhaseError, match="external link"):
             with fisbe.open_labels(path, ("volumes/labels",), "ground truth", trusted=True):
                 pass
-        assert watch.opened() == set()
+        assert watch.names() == set()
 
 
 def test_the_only_dataset_search_ignores_linked_datasets(truth, tmp_path):
@@ -239,14 +197,14 @@ def test_the_only_dataset_search_ignores_linked_datasets(truth, tmp_path):
         f["b"] = h5py.SoftLink("/a")
         f["group/c"] = h5py.ExternalLink(str(truth / "gt.h5"), "/volumes")
         f["real"] = LABELS
-    with OpenWatch(truth) as watch:
+    with Opens(truth) as watch:
         assert np.array_equal(images.read(path).array, LABELS)
         with h5py.File(path, "r") as handle:
             assert hdf5.only_dataset(handle, "pred.h5") == "real"
             visited = []
             handle.visititems(lambda name, obj: visited.append(name))  # h5py's walk, for the record
             assert visited == ["group", "real"]
-        assert watch.opened() == set()
+        assert watch.names() == set()
 
 
 def test_family_members_are_never_opened(tmp_path):
@@ -256,10 +214,10 @@ def test_family_members_are_never_opened(tmp_path):
     with h5py.File(folder / "pred%d.h5", "w", driver="family", memb_size=4096) as f:
         f["x"] = np.arange(3000)
     assert (folder / "pred1.h5").exists()
-    with OpenWatch(folder) as watch:
+    with Opens(folder) as watch:
         with pytest.raises(SubmissionError, match="pred0.h5"):
             images.read(folder / "pred0.h5")
-        assert watch.opened() <= {"pred0.h5"}
+        assert watch.names() <= {"pred0.h5"}
 
 
 def test_only_a_bounded_description_attribute_is_read(tmp_path):
@@ -297,28 +255,28 @@ def test_multi_file_tiff_flavours_never_open_other_files(tmp_path):
                      metadata=None)
     (folder / "NDTiff.index").write_bytes(bytes(64))
     tifffile.imwrite(folder / "s_MMStack_1.ome.tif", np.zeros((3, 4), np.uint8))
-    with OpenWatch(folder) as watch, tifffile.TiffFile(folder / "s.ome.tif") as tif:
+    with Opens(folder) as watch, tifffile.TiffFile(folder / "s.ome.tif") as tif:
         assert tif.series[0].asarray()[1].max() == 7  # the attack, with tifffile's defaults
-        assert "secret.ome.tif" in watch.opened()
-    with OpenWatch(folder) as watch:
+        assert "secret.ome.tif" in watch.names()
+    with Opens(folder) as watch:
         assert tiff.read(folder / "s.ome.tif").tolist() == [[1] * 4] * 3
         assert images.read(folder / "s.ome.tif").array.shape == (3, 4)
         with open_slabs(folder / "s.ome.tif") as slabs:
             slabs.read(0, 1)
         with fisbe.open_labels(folder / "s.ome.tif", (), "s.ome.tif") as labels:
             labels.read((slice(0, 3), slice(0, 4)))
-        assert watch.opened() == {"s.ome.tif"}
+        assert watch.names() == {"s.ome.tif"}
 
 
 def test_links_and_special_files_are_refused_before_opening(tmp_path, truth):
     (tmp_path / "link.h5").symlink_to(truth / "gt.h5")
     os.mkfifo(tmp_path / "fifo.tif")
-    with OpenWatch(truth) as watch:
+    with Opens(truth) as watch:
         with pytest.raises(SubmissionError, match="symbolic link"):
             hdf5.read(tmp_path / "link.h5")
         with pytest.raises(SubmissionError, match="symbolic link"):
             images.read(tmp_path / "link.h5")
-        assert watch.opened() == set()
+        assert watch.names() == set()
     with pytest.raises(SubmissionError, match="named pipe"):
         tiff.read(tmp_path / "fifo.tif")
 

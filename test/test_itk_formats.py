@@ -11,7 +11,6 @@ whenever the check accepts a file, SimpleITK with the forced ImageIO opens no ot
 set, examples are random.
 """
 
-import ctypes
 import gzip
 import os
 import resource
@@ -31,6 +30,7 @@ from evaluation import runner
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import images, itk_formats
 from evaluation.suites.base import Task
+from helpers.opens import Opens
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the open detector uses Linux inotify")
 
@@ -48,52 +48,7 @@ TRUTH = (np.arange(6 * 8 * 8) * 7 % 5).astype(np.uint8).reshape(6, 8, 8)  # (z, 
 
 
 # --------------------------------------------------------------------------------------------
-# The open detector
-
-
-class Opens:
-    """Files opened in the watched folders, by this process or any other (inotify IN_OPEN and
-    IN_ACCESS); the folder itself is reported as ''. ``names()`` drains what was seen."""
-
-    IN_ACCESS, IN_OPEN, IN_NONBLOCK, IN_CLOEXEC = 0x1, 0x20, 0o4000, 0o2000000
-
-    def __init__(self, *folders: Path):
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self.fd = self._libc.inotify_init1(self.IN_NONBLOCK | self.IN_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        self.folders = {}
-        for folder in folders:
-            wd = self._libc.inotify_add_watch(self.fd, os.fsencode(folder), self.IN_OPEN | self.IN_ACCESS)
-            if wd < 0:
-                raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
-            self.folders[wd] = Path(folder)
-
-    def events(self) -> set[tuple[Path, str]]:
-        found = set()
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                return found
-            offset = 0
-            while offset < len(data):
-                wd, _, _, length = struct.unpack_from("iIII", data, offset)
-                name = data[offset + 16: offset + 16 + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
-                found.add((self.folders[wd], name))
-                offset += 16 + length
-
-    def names(self, ignore: tuple[str, ...] = ()) -> set[str]:
-        return {name for _, name in self.events() if name not in ignore}
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+# Running ITK in a child
 
 
 def _in_child(action, timeout: float = 60.0) -> int:
@@ -597,7 +552,7 @@ def _byteswapped_metaimage(tmp_path, flag: bytes, new: bytes, dtype=np.int32) ->
     array = (np.arange(6 * 8 * 8) * 1000 - 70000).astype(dtype).reshape(6, 8, 8)
     sitk.WriteImage(sitk.GetImageFromArray(array), str(tmp_path / "le.mha"))
     data = (tmp_path / "le.mha").read_bytes()
-    header, pixels = data[: -array.nbytes], data[-array.nbytes:]
+    header = data[: -array.nbytes]
     assert flag in header
     path = tmp_path / "be.mha"
     path.write_bytes(header.replace(flag, new) + array.astype(array.dtype.newbyteorder(">")).tobytes())

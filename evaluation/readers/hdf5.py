@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.readers import regions
 from evaluation.readers.untrusted import check_regular, open_regular
 
 MAX_KEY_DEPTH = 32  # groups in a dataset key
@@ -394,28 +395,8 @@ class Hdf5Array:
         return len(self.shape)
 
     def _region(self, key) -> tuple[list[slice], list[int]]:
-        """Normalised step-1 slices for every axis, and the axes indexed by an integer."""
-        if not isinstance(key, tuple):
-            key = (key,)
-        if len(key) > self.ndim:
-            raise IndexError(f"too many indices for a {self.ndim}-dimensional array")
-        slices, dropped = [], []
-        for axis, n in enumerate(self.shape):
-            item = key[axis] if axis < len(key) else slice(None)
-            if isinstance(item, slice):
-                start, stop, step = item.indices(n)
-                if step != 1:
-                    raise IndexError("only step-1 slices are supported")
-                slices.append(slice(start, max(start, stop)))
-            elif isinstance(item, int | np.integer):
-                index = int(item) + (n if item < 0 else 0)
-                if not 0 <= index < n:
-                    raise IndexError(f"index {item} is out of bounds for axis {axis} with size {n}")
-                slices.append(slice(index, index + 1))
-                dropped.append(axis)
-            else:
-                raise IndexError(f"unsupported index {item!r}")
-        return slices, dropped
+        selection, dropped = regions.select(key, self.shape)
+        return [slice(start, stop) for start, stop in selection], dropped
 
     def _chunk_rows(self, slices: list[slice], first_only: bool = False) -> list[int]:
         """Rows of the stored-chunk index whose chunks intersect the region."""

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.readers import regions
 from evaluation.readers.untrusted import check_regular, open_regular
 
 MAX_PAGES = 65536  # IFDs in the main chain
@@ -750,27 +751,8 @@ class TiffArray:
     # -- regions ---------------------------------------------------------------------------
 
     def _region(self, key) -> tuple[list[slice], list[int]]:
-        if not isinstance(key, tuple):
-            key = (key,)
-        if len(key) > self.ndim:
-            raise IndexError(f"too many indices for a {self.ndim}-dimensional array")
-        slices, dropped = [], []
-        for axis, n in enumerate(self.shape):
-            item = key[axis] if axis < len(key) else slice(None)
-            if isinstance(item, slice):
-                start, stop, step = item.indices(n)
-                if step != 1:
-                    raise IndexError("only step-1 slices are supported")
-                slices.append(slice(start, max(start, stop)))
-            elif isinstance(item, int | np.integer):
-                index = int(item) + (n if item < 0 else 0)
-                if not 0 <= index < n:
-                    raise IndexError(f"index {item} is out of bounds for axis {axis} with size {n}")
-                slices.append(slice(index, index + 1))
-                dropped.append(axis)
-            else:
-                raise IndexError(f"unsupported index {item!r}")
-        return slices, dropped
+        selection, dropped = regions.select(key, self.shape)
+        return [slice(start, stop) for start, stop in selection], dropped
 
     def _page_indices(self, slices: list[slice]):
         lead = self.shape[: self._lead]

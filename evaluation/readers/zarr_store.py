@@ -29,7 +29,6 @@ zarr-python remains a dependency only to *write* zarrs (tests, benches, tomograp
 import bz2
 import lzma
 import math
-import operator
 import os
 import re
 import stat
@@ -43,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import GraderError, PhaseError, SubmissionError
-from evaluation.readers import untrusted
+from evaluation.readers import regions, untrusted
 
 ARRAY, GROUP = "array", "group"
 
@@ -960,43 +959,13 @@ class Array:
         when it is certainly all zeros."""
         if self.fill_value != 0:
             return True
-        selection, _ = self._select(region)
+        selection, _ = regions.select(region, self.shape)
         return len(self._chunks_in(selection, self.display, self._error)[0]) > 0
 
     # -- regions
 
-    def _select(self, region) -> tuple[list[tuple[int, int]], list[int]]:
-        """[(start, stop)] per axis, and the axes indexed by an integer (dropped)."""
-        items = region if isinstance(region, tuple) else (region,)
-        ellipses = [i for i, item in enumerate(items) if item is Ellipsis]
-        if len(ellipses) > 1:
-            raise IndexError("an index can only have a single ellipsis ('...')")
-        if ellipses:
-            at = ellipses[0]
-            items = items[:at] + (slice(None),) * (self.ndim - len(items) + 1) + items[at + 1:]
-        if len(items) > self.ndim:
-            raise IndexError(f"too many indices for an array of {self.ndim} dimensions")
-        items = items + (slice(None),) * (self.ndim - len(items))
-        selection, dropped = [], []
-        for axis, (item, size) in enumerate(zip(items, self.shape)):
-            if isinstance(item, slice):
-                start, stop, step = item.indices(size)
-                if step != 1:
-                    raise IndexError("only slices with step 1 are supported")
-                selection.append((start, max(start, stop)))
-            elif not isinstance(item, (bool, np.bool_)) and hasattr(item, "__index__"):
-                index = operator.index(item)
-                if not -size <= index < size:
-                    raise IndexError(f"index {index} is out of bounds for axis {axis} with size {size}")
-                index %= size
-                selection.append((index, index + 1))
-                dropped.append(axis)
-            else:
-                raise IndexError(f"only integers, slices and ... are valid indices, not {type(item).__name__}")
-        return selection, dropped
-
     def _read(self, region, display: str, error) -> np.ndarray:
-        selection, dropped = self._select(region)
+        selection, dropped = regions.select(region, self.shape)
         out_shape = tuple(stop - start for start, stop in selection)
         final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
         if 0 in out_shape:
