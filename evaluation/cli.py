@@ -18,7 +18,6 @@ _log = log.get("evaluation")
 
 CONTAINER_INPUT = Path("/input")
 CONTAINER_OUTPUT = Path("/output")
-MEMORY_HEADROOM = 0.8  # share of the memory limit given to workers; the rest for the parent and the OS
 INTERNAL_ERROR_LINE = (
     "Evaluation failed because of an internal error of the grader, not because of your submission; "
     "please contact the challenge organizers."
@@ -64,13 +63,11 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission = platform.submission(phase, Path(scratch))
         plan = suite.plan(submission, phase)
-        memory = phase.option("memory_limit_mb", 0) * 1024**2 or runner.memory_limit_bytes()
-        outcomes = runner.run(
-            plan.tasks, suite.score,
-            workers=workers or phase.option("workers") or runner.cpu_count(),
-            memory_bytes=int(memory * MEMORY_HEADROOM),
-            time_limit=phase.option("case_time_limit_s"),
-        )
+        resources = runner.Resources.detect(workers or phase.option("workers"), phase.option("memory_limit_mb", 0) * 1024**2,
+                                            phase.option("case_time_limit_s"))
+        _log.info("resources", workers=resources.workers, memory_budget_mb=resources.memory_bytes >> 20,
+                  limits_mb={name: value >> 20 for name, value in runner.memory_limits().items()})
+        outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
     document = report.metrics_document(suite.name, result.metrics, outcomes)

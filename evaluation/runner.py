@@ -19,6 +19,7 @@ import resource
 import signal
 import time
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 
 from evaluation import log
@@ -32,57 +33,93 @@ _CONTEXT = multiprocessing.get_context("fork")
 WORKER_BASELINE_BYTES = 200 * 2**20
 
 
+# Share of the memory limit given to workers; the rest is for the parent and the system.
+MEMORY_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run may use: worker processes, memory for all workers together (each worker's
+    data segment is also capped at it), and a time limit per task."""
+
+    workers: int
+    memory_bytes: int
+    time_limit: float | None = None
+
+    @classmethod
+    def detect(cls, workers: int | None = None, memory_limit_bytes: int | None = None,
+               time_limit: float | None = None) -> "Resources":
+        """From what this process can see (``memory_limits``, ``cpu_count``), lowered by the
+        phase's or the command line's settings."""
+        limit = min([*memory_limits().values(), *([memory_limit_bytes] if memory_limit_bytes else [])])
+        return cls(workers=workers or cpu_count(), memory_bytes=int(limit * MEMORY_HEADROOM), time_limit=time_limit)
+
+
 def cpu_count() -> int:
-    """CPUs this process may use, honouring affinity, a cgroup quota and the platform's hint."""
+    """CPUs this process may use: its affinity, lowered by a cgroup CPU quota (v2 or v1)."""
     count = len(os.sched_getaffinity(0))
-    try:
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
-        if quota != "max":
-            count = min(count, max(1, int(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
-    hint = os.environ.get("GRAND_CHALLENGE_MAX_WORKERS")
-    if hint and hint.isdigit() and int(hint) > 0:
-        count = min(count, int(hint))
-    return max(1, count)
+    quota = _cgroup_cpu_quota()
+    return max(1, min(count, quota) if quota else count)
 
 
-def memory_limit_bytes() -> int:
-    """The memory this run may use: the platform's setting, else the cgroup limit, else RAM."""
-    setting = os.environ.get("GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB")
-    if setting and setting.isdigit():
-        return int(setting) * 1024**2
-    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+def _cgroup_cpu_quota() -> int | None:
+    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
+                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            values = open(quota_file).read().split()
+            quota, period = (values[0], values[1]) if period_file is None else (values[0], open(period_file).read().strip())
+            if quota not in ("max", "-1"):
+                return max(1, int(int(quota) / int(period)))
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def memory_limits() -> dict[str, int]:
+    """Every memory limit this process is under, by source: ``RLIMIT_DATA`` and ``RLIMIT_AS``
+    (Grand-Challenge limits each process with ``RLIMIT_DATA``: the instance's memory less 1 GiB;
+    its platform variables never reach the grader), the cgroup (docker/podman ``--memory``),
+    and physical memory."""
+    limits = {"ram": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")}
+    for name, which in (("rlimit_data", resource.RLIMIT_DATA), ("rlimit_as", resource.RLIMIT_AS)):
+        soft, _ = resource.getrlimit(which)
+        if soft != resource.RLIM_INFINITY:
+            limits[name] = soft
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
         try:
             value = open(path).read().strip()
         except OSError:
             continue
-        if value.isdigit():
-            return min(int(value), physical)
-    return physical
+        if value.isdigit() and int(value) < limits["ram"]:
+            limits["cgroup"] = int(value)
+        break
+    return limits
 
 
-def peak_rss_mb() -> int | None:
+def peak_rss_mb() -> int:
     """This process's peak resident memory in MB (``VmHWM``). A forked worker starts from its
     parent's high-water mark, which is small here (the parent only plans and summarises);
     ``ru_maxrss`` is not used because Linux also carries it across exec."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return _status_kb("VmHWM") // 1024
 
 
-def limit_memory(cap_bytes: int) -> None:
-    """Lower this process's ``RLIMIT_DATA`` soft limit to ``cap_bytes`` (never raise it)."""
+def limit_memory(budget_bytes: int) -> None:
+    """Let this process add at most ``budget_bytes`` to the data segment it has now (what a
+    forked worker inherits is counted by ``RLIMIT_DATA`` too): lowers the soft limit, never
+    raises it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = min(cap_bytes, hard) if hard != resource.RLIM_INFINITY else cap_bytes
+    cap = _status_kb("VmData") * 1024 + budget_bytes
+    cap = min(cap, hard) if hard != resource.RLIM_INFINITY else cap
     if soft == resource.RLIM_INFINITY or cap < soft:
         resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def _child(connection, function, payload, key: str, memory_cap: int | None) -> None:
@@ -150,9 +187,9 @@ def _refusal(task: Task, memory_bytes: int, baseline: int) -> Outcome | None:
     return None
 
 
-def run(tasks: list[Task], function, workers: int, memory_bytes: int, time_limit: float | None = None,
-        worker_baseline: int = WORKER_BASELINE_BYTES) -> dict[str, Outcome]:
+def run(tasks: list[Task], function, resources: Resources, worker_baseline: int = WORKER_BASELINE_BYTES) -> dict[str, Outcome]:
     """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
+    workers, memory_bytes, time_limit = resources.workers, resources.memory_bytes, resources.time_limit
     refused = {t.key: _refusal(t, memory_bytes, worker_baseline) for t in tasks}
     outcomes: dict[str, Outcome] = {key: outcome for key, outcome in refused.items() if outcome is not None}
     pending = sorted((t for t in tasks if t.key not in outcomes), key=lambda t: t.memory_bytes, reverse=True)

@@ -104,7 +104,7 @@ def test_readers_survive_any_bytes(tmp_path_factory, data):
         path = folder / f"fuzzed{suffix}"
         path.write_bytes(_mutate(seed, data.draw))
         tasks.append(Task(suffix, {"path": str(path)}))
-    outcomes = runner.run(tasks, _read, workers=2, memory_bytes=1 << 30, time_limit=60)
+    outcomes = runner.run(tasks, _read, runner.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
     for suffix, outcome in outcomes.items():
         assert outcome.ok, f"{suffix}: {outcome.kind}: {outcome.message}"
 

@@ -790,7 +790,7 @@ def test_fuzz_mutated_valid_files_read_or_refuse(tmp_path_factory, data):
         path = folder / f"m_{name}" / name  # alone: a.nii beside a.nii.gz would be refused
         path.write_bytes(bytes(mutant))
         tasks.append(Task(name, {"path": str(path), "max_voxels": 10**7}))
-    outcomes = runner.run(tasks, _read_task, workers=2, memory_bytes=1 << 30, time_limit=60)
+    outcomes = runner.run(tasks, _read_task, runner.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
     for name, outcome in outcomes.items():
         assert outcome.ok, f"{name}: {outcome.kind}: {outcome.message}"
         event("refused" if "refused" in (outcome.value or {}) else "read")
