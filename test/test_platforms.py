@@ -190,3 +190,25 @@ def test_grand_challenge_geometry_mismatch_is_a_submission_error(tmp_path):
     assert run.code == 2
     assert "origin" in run.last_line and run.last_line.startswith("Submission rejected: ")
     assert run.metrics["failures"][0]["kind"] == "submission"
+
+
+def test_a_platform_ground_truth_folder_is_found_or_refused_loudly(tmp_path):
+    """Grand-Challenge extracts the phase tarball as it is (and creates the folder even when
+    no tarball was uploaded): phase.yaml at the top, or in the one folder a wrapping folder
+    gives; anything else is the organizer's error, never a silent fall back to the baked phase."""
+    from evaluation.errors import PhaseError
+    from evaluation.platforms.base import phase_folder
+
+    folder = tmp_path / "ground_truth"
+    assert phase_folder(folder, "x") is None
+    folder.mkdir()
+    assert phase_folder(folder, "x") is None
+    (folder / "phase" / "labels").mkdir(parents=True)
+    (folder / "phase" / "phase.yaml").write_text("suite: multiclass\n")
+    (folder / "__MACOSX").mkdir()
+    assert phase_folder(folder, "x") == folder / "phase"
+    (folder / "second").mkdir()
+    with pytest.raises(PhaseError, match="no phase.yaml at its top"):
+        phase_folder(folder, "the ground-truth tarball")
+    (folder / "phase.yaml").write_text("suite: multiclass\n")
+    assert phase_folder(folder, "x") == folder

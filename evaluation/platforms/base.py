@@ -7,13 +7,37 @@ from evaluation.archive import Limits
 from evaluation.submission import Submission, unpack
 from evaluation.suites.base import Report
 
+from evaluation.errors import PhaseError
+
 PLATFORM_GROUND_TRUTH = Path("/opt/ml/input/data/ground_truth")  # Grand-Challenge phase tarball
 BAKED_GROUND_TRUTH = Path("/opt/app/ground-truth")
 
 
+def phase_folder(folder: Path, what: str) -> Path | None:
+    """The phase in ``folder``, a platform's ground-truth location: None when the folder is
+    missing or empty (nothing was uploaded there), the folder itself when ``phase.yaml`` is at
+    its top, or the one subfolder holding it (an archive made with a wrapping folder: both
+    platforms extract as they find it). Anything else is refused, never silently replaced by
+    the phase baked into the image."""
+    if not folder.is_dir():
+        return None
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__MACOSX"]
+    if not entries:
+        return None
+    if (folder / phases.PHASE_FILE).is_file():
+        return folder
+    holding = [p for p in entries if p.is_dir() and (p / phases.PHASE_FILE).is_file()]
+    if len(entries) == 1 and len(holding) == 1:
+        return holding[0]
+    raise PhaseError(
+        f"{what} holds no {phases.PHASE_FILE} at its top (nor a single folder holding one); "
+        "make the archive from inside the phase folder, e.g. tar -czf ground-truth.tar.gz -C PHASE_FOLDER ."
+    )
+
+
 def default_ground_truth() -> Path:
     """The platform's ground truth when it supplies one, else the copy baked into the image."""
-    return PLATFORM_GROUND_TRUTH if (PLATFORM_GROUND_TRUTH / phases.PHASE_FILE).is_file() else BAKED_GROUND_TRUTH
+    return phase_folder(PLATFORM_GROUND_TRUTH, "the ground-truth tarball of this phase") or BAKED_GROUND_TRUTH
 
 
 class Platform:

@@ -17,8 +17,8 @@ import math
 import os
 from pathlib import Path
 
-from evaluation import log, phase as phases, report as reports
-from evaluation.platforms.base import Platform, default_ground_truth
+from evaluation import log, report as reports
+from evaluation.platforms.base import Platform, default_ground_truth, phase_folder
 from evaluation.suites.base import Report
 
 _log = log.get(__name__)
@@ -37,8 +37,7 @@ class CodaBench(Platform):
         return on_worker_mount and (input_folder / "ref").is_dir() and (input_folder / "res").is_dir()
 
     def default_ground_truth(self) -> Path:
-        reference = self.input / "ref"
-        return reference if (reference / phases.PHASE_FILE).is_file() else default_ground_truth()
+        return phase_folder(self.input / "ref", "the reference data (input/ref)") or default_ground_truth()
 
     def submission_folder(self) -> Path:
         return self.input / "res"
