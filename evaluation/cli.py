@@ -106,7 +106,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     log.configure(args.log_level)
     try:
-        return grade(platforms.detect(args.platform, args.input, args.ground_truth, args.output), args.workers)
+        platform = platforms.detect(args.platform, args.input, args.ground_truth, args.output)
+        log.hide_ground_truth(platform.ground_truth)
+        return grade(platform, args.workers)
     except SubmissionError as exc:
         _log.error("submission_rejected", message=str(exc))
         _last_line(f"Submission rejected: {exc}")

@@ -1,11 +1,24 @@
 """structlog configuration: JSON lines on stderr for the platforms' log collectors, a readable
-console rendering when a person runs the grader in a terminal."""
+console rendering when a person runs the grader in a terminal.
+
+Logs are public on CodaBench (participants see the scoring program's whole output unless the
+organizer sets ``hide_output``), so every line passes through ``redact``: the ground truth's
+location and the names it holds are replaced by ``<ground-truth>`` in every value, exception
+tracebacks included. Tracebacks are structured (frames, exception type and message) and
+never carry local variables, which could hold ground-truth values.
+"""
 
 import logging
 import os
+import re
 import sys
+from pathlib import Path
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
+
+REDACTED = "<ground-truth>"
+_secrets: re.Pattern | None = None
 
 
 def configure(level: str | None = None) -> None:
@@ -20,12 +33,47 @@ def configure(level: str | None = None) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
+            redact,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level_name, logging.INFO)),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def hide_ground_truth(folder: Path, min_name_length: int = 4) -> None:
+    """From now on, log lines never show ``folder`` (as given or resolved, with whatever path
+    follows it) nor the names of the files and folders at its top (the phase's own option
+    values name them), except ``phase.yaml`` and names shorter than ``min_name_length``."""
+    global _secrets
+    folder = Path(folder)
+    paths = {str(folder), str(folder.absolute()), str(folder.resolve())}
+    names = set()
+    try:
+        names = {p.name for p in folder.iterdir() if p.name != "phase.yaml" and len(p.name) >= min_name_length}
+    except OSError:
+        pass
+    alternatives = [re.escape(p) + r"[^\s'\"]*" for p in sorted(paths, key=len, reverse=True)]
+    alternatives += [re.escape(n) for n in sorted(names, key=len, reverse=True)]
+    _secrets = re.compile("|".join(alternatives))
+
+
+def redact(_logger, _method, event_dict: dict) -> dict:
+    """structlog processor: every string in the event, however nested, without the ground
+    truth's paths and names."""
+    return _scrub(event_dict) if _secrets is not None else event_dict
+
+
+def _scrub(value):
+    if isinstance(value, str):
+        return _secrets.sub(REDACTED, value)
+    if isinstance(value, dict):
+        return {key: _scrub(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(item) for item in value]
+    return value
 
 
 def get(name: str | None = None):

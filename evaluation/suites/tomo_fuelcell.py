@@ -79,9 +79,11 @@ class Options:
 
 
 def _resolve(phase: Phase, template: str, step: str) -> str:
+    """The ground-truth file ``template`` names for ``step``. A missing one is reported by
+    its step and template, never by its name: logs can be public (CodaBench)."""
     path = phase.path(template.replace("{step}", step))
     if not path.exists():
-        raise PhaseError(f"time step {step}: ground-truth file {template.replace('{step}', step)!r} does not exist")
+        raise PhaseError(f"time step {step}: a ground-truth file named by a template in phase.yaml does not exist")
     return str(path)
 
 
