@@ -1,12 +1,12 @@
-# The grader image: Grand-Challenge evaluation method / CodaBench scoring program.
+# The grader image, in the two flavours the platforms need (./build.sh builds both):
 #
-#   ./build.sh                      (docker or podman; BASE_IMAGE=... to use another base)
+#   target grand-challenge (the default): evaluation:latest, evaluation:<version>
+#   target codabench:                     evaluation:codabench, evaluation:<version>-codabench
 #
 # Python comes from the base image's apt (Debian bookworm ships 3.11) into a venv; the package
 # is installed non-editable; the phase in ground-truth/ is baked in at /opt/app/ground-truth
 # (Grand-Challenge's phase tarball at /opt/ml/input/data/ground_truth takes precedence at run
-# time; on CodaBench the phase comes with the reference data). The image runs as a non-root
-# user, as Grand-Challenge requires.
+# time; on CodaBench the phase comes with the reference data).
 ARG BASE_IMAGE=debian:bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
@@ -29,11 +29,14 @@ RUN --mount=type=secret,id=pip_cert \
  && /opt/app/venv/bin/python -c "from evaluation import cli, suites; [suites.get(name) for name in suites.names()]" \
  && /opt/app/venv/bin/python -c "from evaluation.metrics import lee_thinning; lee_thinning.warm_up()"
 
-FROM ${BASE_IMAGE}
-ARG APP_UID=1000
+FROM ${BASE_IMAGE} AS app
+# The grader's user has a passwd entry, so that Grand-Challenge's runtime, which looks the
+# image's USER up in /etc/passwd, gives it its own group and home instead of group 0.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/* \
+ && echo "grader:x:1000:1000:grader:/tmp:/usr/sbin/nologin" >> /etc/passwd \
+ && echo "grader:x:1000:" >> /etc/group
 COPY --from=build /opt/app/venv /opt/app/venv
 COPY ground-truth /opt/app/ground-truth
 ENV PATH=/opt/app/venv/bin:$PATH \
@@ -42,6 +45,21 @@ ENV PATH=/opt/app/venv/bin:$PATH \
     HOME=/tmp \
     MPLCONFIGDIR=/tmp/matplotlib \
     TMPDIR=/tmp
-USER ${APP_UID}:${APP_UID}
+
+# CodaBench's compute worker (codalab/codabench compute_worker/compute_worker.py,
+# Run._run_program_directory) passes the scoring program's metadata.yaml command as the
+# container's CMD and keeps the image's ENTRYPOINT, so this flavour has none: the command
+# (python3 -m evaluation --platform codabench ...) runs as written, with the venv's python3
+# first on PATH. The worker runs the image's own user and creates /app/output as root with
+# mode 0755, dropping DAC_OVERRIDE: only root can write there, so this flavour runs as root.
+FROM app AS codabench
+USER root
+WORKDIR /app/program
+CMD ["python3", "-m", "evaluation", "--platform", "codabench", "--input", "/app/input", "--output", "/app/output"]
+
+# Grand-Challenge refuses images whose user is root; its runtime starts the image's own
+# ENTRYPOINT and CMD as the image's user (sagemaker-shim).
+FROM app AS grand-challenge
+USER 1000:1000
 WORKDIR /tmp
 ENTRYPOINT ["/opt/app/venv/bin/python", "-m", "evaluation"]

@@ -22,9 +22,21 @@ events_logger = "file"
 CONF
 export CONTAINERS_CONF="$_podman_dir/containers.conf"
 
+# The Debian archive this machine's apt uses (deb822 .sources or one-line .list files), never
+# a guessed host: the base image is made from the same packages as the machine.
+apt_mirror() {
+  local files=(/etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list)
+  { awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' "${files[@]}" 2>/dev/null
+    awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' "${files[@]}" 2>/dev/null
+  } | grep -v -- '-security' | head -n 1
+}
+
 if ! podman image exists "$BASE_IMAGE"; then
-  _mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-  _mirror=${_mirror:-http://deb.debian.org/debian}
+  _mirror=$(apt_mirror)
+  if [ -z "$_mirror" ]; then
+    echo "no Debian archive in this machine's apt sources (/etc/apt/sources.list*): cannot make $BASE_IMAGE" >&2
+    return 1 2>/dev/null || exit 1
+  fi
   _rootfs=$(mktemp -d)
   echo "making $BASE_IMAGE with debootstrap from $_mirror" >&2
   debootstrap --variant=minbase bookworm "$_rootfs" "$_mirror" >/dev/null

@@ -70,8 +70,9 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
-    document = report.metrics_document(suite.name, result.metrics, outcomes)
-    written = report.write(platform.output, document, result.files)
+    publish_cases = phase.option("publish_cases", True)
+    document = report.metrics_document(suite.name, result, outcomes, publish_cases)
+    written = report.write(platform.output, document, result.files if publish_cases else {})
     platform.publish(result, written)
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)

@@ -20,18 +20,46 @@ from evaluation.errors import GraderError
 METRICS_FILE = "metrics.json"
 
 
-def metrics_document(suite_name: str, metrics: dict, outcomes: dict) -> dict:
-    """metrics.json for one submission: the suite's ``case``/``aggregates`` and the cases that
-    failed, with who wrote it. The command line and ``rescore`` both write exactly this."""
+def metrics_document(suite_name: str, result, outcomes: dict, publish_cases: bool = True) -> dict:
+    """metrics.json for one submission: the suite's ``case``/``aggregates``, the cases that
+    failed, and who wrote it. The command line and ``rescore`` both write exactly this.
+
+    ``aggregates.ranking_ci`` is a seeded bootstrap interval, over the submission's cases, of
+    the mean case score (the statistic ``rank`` resamples; a leaderboard can show its
+    ``half_width`` as an error bar). With ``publish_cases`` false (hidden test sets: Grand-
+    Challenge shows participants the whole file), per-case values are left out and failures
+    are numbered instead of named."""
     from evaluation import __version__
 
     failures = [o for o in outcomes.values() if not o.ok]
+    metrics = dict(result.metrics)
+    metrics["aggregates"] = {**metrics.get("aggregates", {}), "ranking_ci": ranking_interval(result.case_scores)}
+    if not publish_cases:
+        metrics.pop("case", None)
     return {
         "grader": {"name": "evaluation", "version": __version__},
         "suite": suite_name,
         **metrics,
-        "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
+        **({} if publish_cases else {"cases_withheld": True}),
+        "failures": [{"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}
+                     for i, o in enumerate(failures, 1)],
     }
+
+
+def ranking_interval(case_scores: dict, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict | None:
+    """Percentile bootstrap interval of the mean case score (``ranking.bootstrap``'s statistic,
+    same draws for the same number of cases); None with fewer than two scored cases."""
+    from evaluation.ranking import draw_counts, resampled_means
+
+    values = np.array([v for v in case_scores.values() if isinstance(v, (int, float)) and math.isfinite(v)], dtype=np.float64)
+    if values.size < 2:
+        return None
+    means = resampled_means(values[None, :], draw_counts(values.size, resamples, seed))[0]
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return {"statistic": "mean of case scores", "mean": float(values.mean()), "low": float(low), "high": float(high),
+            "half_width": float(high - low) / 2, "confidence": confidence, "resamples": resamples, "seed": seed,
+            "cases": int(values.size)}
 
 
 def sanitize(value):

@@ -205,7 +205,7 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
         "fingerprint": {"phase": phase_fp, "submission": entry.fingerprint},
         "leaderboard": result.leaderboard, "case_scores": result.case_scores,
     }
-    report.write(entry.output, report.metrics_document(suite.name, result.metrics, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores})
+    report.write(entry.output, report.metrics_document(suite.name, result, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
 

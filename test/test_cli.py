@@ -134,7 +134,7 @@ def test_container_expectations_are_what_the_grader_writes(tmp_path):
     command line writes for the same inputs (and the baked example is conformance case b)."""
     baked = run_cli(ROOT / "test" / "example-submission", ROOT / "ground-truth", tmp_path / "out")
     assert baked.code == 0
-    expected = json.loads((ROOT / "test" / "container" / "baked" / "expected" / "metrics.json").read_text())
+    expected = json.loads((ROOT / "container" / "scenarios" / "baked" / "expected" / "metrics.json").read_text())
     assert differences(baked.metrics, expected) == []
     reference = json.loads((ROOT / "test" / "fixtures" / "cellmap" / "expected-v2.json").read_text())
     assert expected["aggregates"]["overall_score"] == pytest.approx(

@@ -161,18 +161,44 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
     assert not (app / "output" / "metadata").exists()
 
 
-GRAND_CHALLENGE = Path(__file__).parent / "container" / "grand-challenge"
+GRAND_CHALLENGE = Path(__file__).resolve().parent.parent / "container" / "scenarios" / "grand-challenge-jobs"
 
 
-def test_grand_challenge_scenario_matches_its_expected_file(tmp_path):
-    """The scenario test.sh runs in the container, on the host: jobs listed in reverse case
-    order, UUID-named outputs, geometry carried by the .mha files."""
+def _linked_input(tmp_path: Path, source: Path) -> Path:
+    """``source`` seen through a symbolic link, as Grand-Challenge's runtime presents /input."""
+    import shutil
+
+    shutil.copytree(source, tmp_path / "job-input")
+    (tmp_path / "input").symlink_to(tmp_path / "job-input")
+    return tmp_path / "input"
+
+
+def _flattened_upload(tmp_path: Path) -> Path:
+    """The jobs' predictions uploaded as prediction files, as the runtime extracts them:
+    the case files at the top of /input (wrapping folder stripped) beside inputs.json."""
+    import shutil
+
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    for job in json.loads((GRAND_CHALLENGE / "input" / "predictions.json").read_text()):
+        case = next(i["image"]["name"] for i in job["inputs"] if i.get("image"))
+        shutil.copy(next((GRAND_CHALLENGE / "input" / job["pk"] / "output").rglob("*.mha")), folder / case)
+    (folder / "inputs.json").write_text("[]")
+    return folder
+
+
+@pytest.mark.parametrize("scenario", ["grand-challenge-jobs", "grand-challenge-upload"])
+def test_grand_challenge_scenarios_match_their_expected_files(tmp_path, scenario):
+    """The scenarios test.sh runs in the container, on the host, with /input a symlink: jobs
+    listed in reverse case order with UUID-named outputs, or the same predictions uploaded as
+    files; geometry carried by the .mha files."""
     from conftest import differences, run_cli, validate_metrics
 
-    run = run_cli(GRAND_CHALLENGE / "input", GRAND_CHALLENGE / "ground-truth", tmp_path / "out")
+    source = GRAND_CHALLENGE / "input" if scenario.endswith("jobs") else _flattened_upload(tmp_path)
+    run = run_cli(_linked_input(tmp_path, source), GRAND_CHALLENGE / "ground-truth", tmp_path / "out")
     assert run.code == 0, run.stderr
     validate_metrics(run.metrics)
-    expected = json.loads((GRAND_CHALLENGE / "expected" / "metrics.json").read_text())
+    expected = json.loads((GRAND_CHALLENGE.parent / scenario / "expected" / "metrics.json").read_text())
     assert differences(run.metrics, expected) == []
 
 
@@ -212,3 +238,18 @@ def test_a_platform_ground_truth_folder_is_found_or_refused_loudly(tmp_path):
         phase_folder(folder, "the ground-truth tarball")
     (folder / "phase.yaml").write_text("suite: multiclass\n")
     assert phase_folder(folder, "x") == folder
+
+
+def test_scores_keys_fit_codabench_columns():
+    """Column.key holds at most 36 characters: longer leaderboard keys are shortened by a
+    stable, documented mapping, and two keys never share a column."""
+    from evaluation.platforms.codabench import column_key
+
+    board = {"overall_score": 0.5, "instance_normalized_hausdorff_distance": 0.25,
+             "endoplasmic_reticulum_membrane_normalized_hausdorff_distance": 0.75,
+             "instance_norm_hausdorff_distance": 0.125}
+    stored = scores(board)
+    assert all(len(k) <= 36 for k in stored) and sorted(stored.values()) == sorted(board.values())
+    assert stored["overall_score"] == 0.5 and stored["instance_norm_hausdorff_distance"] in (0.25, 0.125)
+    assert column_key("instance_normalized_hausdorff_distance") == "instance_norm_hausdorff_distance"
+    assert column_key("x" * 50) == column_key("x" * 50) and len(column_key("x" * 50)) == 36

@@ -37,3 +37,41 @@ def test_write_is_atomic(tmp_path, monkeypatch):
         report.write(tmp_path, _document(a=1.0))
     assert json.loads((tmp_path / "metrics.json").read_text()) == {"old": True}
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+
+
+def test_the_ranking_interval_is_the_bootstrap_of_rank():
+    """aggregates.ranking_ci is the interval `rank` gives the same submission (same statistic,
+    draws and seed), and collapses onto the mean when every case scores alike."""
+    import numpy as np
+
+    from evaluation import ranking
+    from evaluation.report import ranking_interval
+
+    cases = {f"c{i}": float(v) for i, v in enumerate(np.random.default_rng(1).random(17))}
+    other = {k: v / 2 for k, v in cases.items()}
+    scores = ranking.Scores(["a", "b"], sorted(cases), np.array([[cases[c] for c in sorted(cases)], [other[c] for c in sorted(cases)]]),
+                            np.array([np.nan, np.nan]), "score", True)
+    expected = next(s for s in ranking.bootstrap(scores)["submissions"] if s["submission"] == "a")["case_mean_ci"]
+    interval = ranking_interval(dict(sorted(cases.items())))
+    assert [interval["low"], interval["high"]] == expected
+    assert interval["low"] <= interval["mean"] <= interval["high"] and interval["half_width"] > 0
+    flat = ranking_interval({"a": 0.5, "b": 0.5, "c": None})
+    assert flat["low"] == flat["high"] == 0.5 and flat["cases"] == 2
+    assert ranking_interval({"a": 1.0}) is None
+
+
+def test_cases_can_be_withheld(cellmap_phase, tmp_path):
+    """publish_cases: false (hidden test sets): aggregates only, failures numbered, no per-case
+    files beside metrics.json."""
+    import json
+
+    from conftest import run_cli, validate_metrics
+
+    phase, submission = cellmap_phase("b_split_merge_jitter")
+    (phase / "phase.yaml").write_text((phase / "phase.yaml").read_text() + "publish_cases: false\n")
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    validate_metrics(metrics)
+    assert "case" not in metrics and metrics["cases_withheld"] is True and metrics["aggregates"]["overall_score"] is not None
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.json"]

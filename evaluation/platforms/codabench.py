@@ -11,6 +11,7 @@ folder holds a ``metadata`` file written by the worker, which is ignored. ``scor
 be a flat {column key: finite number}; keys must match the leaderboard's columns.
 """
 
+import hashlib
 import html
 import json
 import math
@@ -44,20 +45,45 @@ class CodaBench(Platform):
 
     def publish(self, report: Report, metrics: dict) -> None:
         reports.write_atomic(self.output / SCORES_FILE, json.dumps(scores(report.leaderboard), indent=2).encode())
-        page = report.files.get("report.html") or summary_page(report.leaderboard, metrics)
+        page = (report.files.get("report.html") if "case" in metrics else None) or summary_page(report.leaderboard, metrics)
         reports.write_atomic(self.output / DETAILS_FILE, page.encode() if isinstance(page, str) else page)
 
 
 def scores(leaderboard: dict) -> dict[str, float]:
-    """The leaderboard as CodaBench stores it: finite numbers below 1e10 only. An undefined
-    value is left out (the column shows n/a) rather than written as a number it is not."""
+    """The leaderboard as CodaBench stores it: finite numbers below 1e10 only, under keys a
+    leaderboard column can have (``column_key``; keys that fit keep their column, a shortened
+    one that would take another's gets the hashed form). An undefined value is left out (the
+    column shows n/a) rather than written as a number it is not."""
     kept = {}
-    for key, value in leaderboard.items():
+    for key, value in sorted(leaderboard.items(), key=lambda item: len(item[0]) > MAX_KEY):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and abs(value) < STORED_LIMIT:
-            kept[key] = float(value)
+            column = column_key(key)
+            kept[column if column not in kept else column_key(key, abbreviate=False)] = float(value)
         else:
             _log.warning("score_left_out", key=key, value=repr(value))
     return kept
+
+
+MAX_KEY = 36  # codabench src/apps/leaderboards/models.py: Column.key = CharField(max_length=36)
+ABBREVIATIONS = (("normalized", "norm"), ("hausdorff", "hd"), ("distance", "dist"), ("instance", "inst"),
+                 ("semantic", "sem"), ("combined", "comb"), ("accuracy", "acc"), ("overall", "all"),
+                 ("coverage", "cov"), ("precision", "prec"), ("recall", "rec"), ("score", "s"))
+
+
+def column_key(key: str, abbreviate: bool = True) -> str:
+    """A leaderboard key as a CodaBench column key: unchanged up to 36 characters; longer ones
+    with the words of ``ABBREVIATIONS`` shortened, in that order, until it fits (CellMap's
+    ``instance_normalized_hausdorff_distance`` becomes ``instance_norm_hausdorff_distance``);
+    failing that, its first 27 characters, '_' and 8 hex digits of its SHA-1. Stable: the same
+    key always maps to the same column."""
+    if len(key) <= MAX_KEY:
+        return key
+    words = key.split("_")
+    for long, short in ABBREVIATIONS if abbreviate else ():
+        words = [short if word == long else word for word in words]
+        if len("_".join(words)) <= MAX_KEY:
+            return "_".join(words)
+    return f"{key[:MAX_KEY - 9]}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def summary_page(leaderboard: dict, metrics: dict) -> str:

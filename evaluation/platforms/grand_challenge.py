@@ -38,16 +38,17 @@ class GrandChallenge(Platform):
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
         options = phase.option("grand_challenge", {}) or {}
-        untrusted.check_tree(self.input)
-        jobs = read_jobs(self.input / PREDICTIONS)
+        root = self.input.resolve()  # /input is the runtime's symlink to the job's input folder
+        untrusted.check_tree(root)
+        jobs = read_jobs(root / PREDICTIONS)
         named = {}
         for job in jobs:
             case = images.stem(Path(_socket_value(job, "inputs", options.get("input"))["image"]["name"]))
-            output = _output_file(self.input, job, options.get("output"))
+            output = _output_file(root, job, options.get("output"))
             if case in named:
                 raise SubmissionError(f"two algorithm jobs were run on the same input image '{case}'")
             named[case] = output
-        return Submission(self.input, named_files=named)
+        return Submission(root, named_files=named)
 
 
 def read_jobs(path: Path) -> list[dict]:

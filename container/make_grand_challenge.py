@@ -1,4 +1,4 @@
-"""Writes test/container/grand-challenge/: a Grand-Challenge evaluation input with two algorithm
+"""Writes container/scenarios/grand-challenge-jobs/: a Grand-Challenge evaluation input with two algorithm
 jobs (UUID-named .mha outputs, jobs listed in reverse order of their cases) and a multiclass
 phase whose label maps carry a real geometry. Rerun to regenerate; the expected metrics.json
 is what `python -m evaluation` writes for it (checked by test_platforms.py)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 
-HERE = Path(__file__).parent / "grand-challenge"
+HERE = Path(__file__).parent / "scenarios" / "grand-challenge-jobs"
 SPACING, ORIGIN = (0.8, 0.8, 2.5), (-100.0, 20.0, 5.0)
 
 
