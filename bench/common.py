@@ -10,7 +10,7 @@ def peak_rss_mb() -> float:
     """This process's own peak resident memory (``VmHWM``). ``ru_maxrss`` is not used: Linux
     carries a parent's high-water mark into children across fork and exec, so a bench that
     generated large data first would report the generator's peak."""
-    from evaluation.runner import peak_rss_mb as own_peak
+    from evaluation.machine import peak_rss_mb as own_peak
 
     return float(own_peak())
 
@@ -48,11 +48,12 @@ def in_fresh_process(target, *args):
 
 def _score_first_task(suite_name: str, phase: str, submission: str, queue) -> None:
     from evaluation import phase as phases
+    from evaluation.contract import Resources
     from evaluation.submission import Submission
     from evaluation.suites import get
 
     suite = get(suite_name)
-    plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)))
+    plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)), Resources.detect())
     task = plan.tasks[0]
     started, cpu = time.perf_counter(), time.process_time()
     result = suite.score(task.payload)

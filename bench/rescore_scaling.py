@@ -73,13 +73,14 @@ def make_phase(folder: Path, crops: int, size: int, instances: int, submissions:
 def floor(phase: Path, subs: Path) -> tuple[float, int]:
     """Seconds to score every unit serially in this process, and the number of units."""
     from evaluation import phase as phases
+    from evaluation.contract import Resources
     from evaluation.submission import Submission
     from evaluation.suites import get
 
     suite, loaded = get("cellmap"), phases.load(phase)
     total, units = 0.0, 0
     for team in sorted(subs.iterdir()):
-        for task in suite.plan(Submission(team), loaded).tasks:
+        for task in suite.plan(Submission(team), loaded, Resources.detect()).tasks:
             started = time.perf_counter()
             suite.score(task.payload)
             total += time.perf_counter() - started

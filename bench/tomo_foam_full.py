@@ -138,12 +138,13 @@ def _floor(labels: str, queue) -> None:
 
 def _score(phase: str, submission: str, queue) -> None:
     from evaluation import phase as phases
+    from evaluation.contract import Resources
     from evaluation.submission import Submission
     from evaluation.suites import get
 
     suite = get("tomo_foam")
     started, cpu = time.perf_counter(), time.process_time()
-    plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)))
+    plan = suite.plan(Submission(Path(submission)), phases.load(Path(phase)), Resources.detect())
     result = suite.score(plan.tasks[0].payload)
     queue.put((time.perf_counter() - started, peak_rss_mb(), {**result, "cpu_seconds": time.process_time() - cpu}))
 

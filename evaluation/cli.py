@@ -10,7 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, phase as phases, platforms, report, runner, suites
+from evaluation import __version__, log, machine, phase as phases, platforms, report, runner, suites
+from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
 
@@ -62,11 +63,11 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission = platform.submission(phase, Path(scratch))
-        plan = suite.plan(submission, phase)
-        resources = runner.Resources.detect(workers or phase.option("workers"), phase.option("memory_limit_mb", 0) * 1024**2,
-                                            phase.option("case_time_limit_s"))
+        resources = Resources.detect(workers or phase.option("workers"), phase.option("memory_limit_mb", 0) * 1024**2,
+                                     phase.option("case_time_limit_s"))
         _log.info("resources", workers=resources.workers, memory_budget_mb=resources.memory_bytes >> 20,
-                  limits_mb={name: value >> 20 for name, value in runner.memory_limits().items()})
+                  limits_mb={name: value >> 20 for name, value in machine.memory_limits().items()})
+        plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
@@ -78,7 +79,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
     _log.info("written", output=str(platform.output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures),
-              peak_rss_mb=runner.peak_rss_mb(), worker_peak_rss_mb=max(worker_peaks, default=None))
+              peak_rss_mb=machine.peak_rss_mb(), worker_peak_rss_mb=max(worker_peaks, default=None))
     if not failures:
         return EXIT_OK
     if any(f.kind != "submission" for f in failures):

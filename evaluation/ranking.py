@@ -1,6 +1,6 @@
 """How certain is a leaderboard? Bootstrap over cases.
 
-Input: per-case scores of each submission (``Report.case_scores``, written by ``rescore`` as
+Input: per-case scores of each submission (``Result.case_scores``, written by ``rescore`` as
 ``<submission>/case_scores.json``). Each of B resamples draws the cases with replacement
 (seeded), every submission is scored by the **mean of its case scores** over the drawn cases,
 and the submissions are ranked. Out come, per submission, a percentile confidence interval of

@@ -36,15 +36,14 @@ import os
 import shutil
 import socket
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, phase as phases, report, runner, suites
+from evaluation import __version__, log, machine, phase as phases, report, suites
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError
 from evaluation.submission import Submission, unpack
-from evaluation.suites.base import Outcome, Plan, Suite
+from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 
 _log = log.get(__name__)
 
@@ -85,7 +84,7 @@ def phase_fingerprint(phase_folder: Path) -> str:
 
 
 def unit_id(phase_fp: str, submission_fp: str, suite: str, key: str, payload: dict) -> str:
-    return _digest({"phase": phase_fp, "submission": submission_fp, "suite": suite, "task": key, "payload": payload})[:32]
+    return _digest({"phase": phase_fp, "submission": submission_fp, "suite": suite, "task": key, "payload": payload.to_dict() if isinstance(payload, Payload) else payload})[:32]
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,11 +100,12 @@ def score_unit(suite_name: str, key: str, payload: dict, record_path: str) -> di
     started = time.monotonic()
     try:
         record = {"value": json.loads(json.dumps(suites.get(suite_name).score(payload), allow_nan=True))}
-    except GraderError as exc:
-        record = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
-    except Exception as exc:  # a bug must come back as this unit's failure
-        _log.error("unit_exception", unit=key, traceback=traceback.format_exc())
-        record = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"}
+    except MemoryError:  # depends on the Dask worker's size, not only on the submission: retried next run
+        record = {"kind": "crashed", "message": f"the worker scoring {key} ran out of memory"}
+    except Exception as exc:
+        record = failure(key, exc)
+        if "traceback" in record:
+            _log.error("unit_exception", unit=key, traceback=record.pop("traceback"))
     record.update(key=key, seconds=time.monotonic() - started,
                   computed={"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()})
     if record.get("kind") in DETERMINISTIC_KINDS:
@@ -299,15 +299,15 @@ def connect(scheduler: str | None, workers: int | None):
     if scheduler:
         return Client(scheduler), None
     with dask.config.set(WORKER_CONFIG):
-        cluster = LocalCluster(n_workers=workers or runner.cpu_count(), threads_per_worker=1, processes=True,
+        cluster = LocalCluster(n_workers=workers or machine.cpu_count(), threads_per_worker=1, processes=True,
                                dashboard_address=None)
     return Client(cluster), cluster
 
 
-def _plan(entry: Entry, suite: Suite, phase, state: Path, phase_fp: str) -> None:
+def _plan(entry: Entry, suite: Suite, phase, resources: Resources, state: Path, phase_fp: str) -> None:
     try:
         submission = open_submission(entry, state, Limits.from_options(phase.option("archive")))
-        entry.plan = suite.plan(submission, phase)
+        entry.plan = suite.plan(submission, phase, resources)
     except SubmissionError as exc:
         reject(entry, REJECTED, str(exc), phase_fp)
     except PhaseError:
@@ -387,11 +387,12 @@ def rescore(phase_folder: Path, submissions: Path, output: Path, scheduler: str 
     todo = [e for e in entries if not load_finished(e, phase_fp)]
     _log.info("rescore", suite=suite.name, submissions=len(entries), finished_before=len(entries) - len(todo))
     computed = 0
+    resources = Resources.detect(workers)  # planned as for a run with as many workers as the cluster's default
     dask = _Dask(scheduler, workers)
     try:
         futures = {}
         for index, entry in enumerate(todo):
-            _plan(entry, suite, phase, state, phase_fp)
+            _plan(entry, suite, phase, resources, state, phase_fp)
             if entry.plan is None:
                 continue
             futures.update(_submit(dask, entry, suite, state, phase_fp, priority=-index))

@@ -14,17 +14,13 @@ much memory, instead of the machine running out.
 
 import json
 import multiprocessing
-import os
-import resource
 import signal
 import time
-import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 
 from evaluation import log
-from evaluation.errors import GraderError, SubmissionError
-from evaluation.suites.base import Outcome, Task
+from evaluation.contract import Outcome, Resources, Task, failure
+from evaluation.machine import limit_memory, peak_rss_mb
 
 _log = log.get(__name__)
 _CONTEXT = multiprocessing.get_context("fork")
@@ -33,108 +29,13 @@ _CONTEXT = multiprocessing.get_context("fork")
 WORKER_BASELINE_BYTES = 200 * 2**20
 
 
-# Share of the memory limit given to workers; the rest is for the parent and the system.
-MEMORY_HEADROOM = 0.8
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What one run may use: worker processes, memory for all workers together (each worker's
-    data segment is also capped at it), and a time limit per task."""
-
-    workers: int
-    memory_bytes: int
-    time_limit: float | None = None
-
-    @classmethod
-    def detect(cls, workers: int | None = None, memory_limit_bytes: int | None = None,
-               time_limit: float | None = None) -> "Resources":
-        """From what this process can see (``memory_limits``, ``cpu_count``), lowered by the
-        phase's or the command line's settings."""
-        limit = min([*memory_limits().values(), *([memory_limit_bytes] if memory_limit_bytes else [])])
-        return cls(workers=workers or cpu_count(), memory_bytes=int(limit * MEMORY_HEADROOM), time_limit=time_limit)
-
-
-def cpu_count() -> int:
-    """CPUs this process may use: its affinity, lowered by a cgroup CPU quota (v2 or v1)."""
-    count = len(os.sched_getaffinity(0))
-    quota = _cgroup_cpu_quota()
-    return max(1, min(count, quota) if quota else count)
-
-
-def _cgroup_cpu_quota() -> int | None:
-    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
-                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
-        try:
-            values = open(quota_file).read().split()
-            quota, period = (values[0], values[1]) if period_file is None else (values[0], open(period_file).read().strip())
-            if quota not in ("max", "-1"):
-                return max(1, int(int(quota) / int(period)))
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
-def memory_limits() -> dict[str, int]:
-    """Every memory limit this process is under, by source: ``RLIMIT_DATA`` and ``RLIMIT_AS``
-    (Grand-Challenge limits each process with ``RLIMIT_DATA``: the instance's memory less 1 GiB;
-    its platform variables never reach the grader), the cgroup (docker/podman ``--memory``),
-    and physical memory."""
-    limits = {"ram": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")}
-    for name, which in (("rlimit_data", resource.RLIMIT_DATA), ("rlimit_as", resource.RLIMIT_AS)):
-        soft, _ = resource.getrlimit(which)
-        if soft != resource.RLIM_INFINITY:
-            limits[name] = soft
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            value = open(path).read().strip()
-        except OSError:
-            continue
-        if value.isdigit() and int(value) < limits["ram"]:
-            limits["cgroup"] = int(value)
-        break
-    return limits
-
-
-def peak_rss_mb() -> int:
-    """This process's peak resident memory in MB (``VmHWM``). A forked worker starts from its
-    parent's high-water mark, which is small here (the parent only plans and summarises);
-    ``ru_maxrss`` is not used because Linux also carries it across exec."""
-    return _status_kb("VmHWM") // 1024
-
-
-def limit_memory(budget_bytes: int) -> None:
-    """Let this process add at most ``budget_bytes`` to the data segment it has now (what a
-    forked worker inherits is counted by ``RLIMIT_DATA`` too): lowers the soft limit, never
-    raises it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = _status_kb("VmData") * 1024 + budget_bytes
-    cap = min(cap, hard) if hard != resource.RLIM_INFINITY else cap
-    if soft == resource.RLIM_INFINITY or cap < soft:
-        resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
-
-
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def _child(connection, function, payload, key: str, memory_cap: int | None) -> None:
     try:
         if memory_cap:
             limit_memory(memory_cap)
         reply = {"value": function(payload)}
-    except MemoryError:
-        available = f"the {memory_cap / 2**30:.1f} GiB of memory" if memory_cap else "the memory"
-        reply = {"kind": "submission", "message": (
-            f"{key}: scoring it needed more than {available} available; submit smaller arrays (fewer voxels or a smaller data type)")}
-    except GraderError as exc:
-        reply = {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
-    except Exception as exc:  # any bug must come back as this task's failure, not kill the run
-        reply = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    except Exception as exc:  # MemoryError included: any failure comes back as this task's outcome
+        reply = failure(key, exc, memory_cap)
     reply["peak_rss_mb"] = peak_rss_mb()
     try:
         connection.send_bytes(json.dumps(reply, allow_nan=True).encode())

@@ -287,6 +287,7 @@ def test_tiff_metadata_does_not_matter(tmp_path):
 def test_platform_named_outputs_are_matched_by_case_name(tmp_path):
     """Grand-Challenge names each job's output after its input image, whatever the file is called."""
     from evaluation import phase as phases
+    from evaluation.contract import Resources
     from evaluation.submission import Submission
     from evaluation.suites import get
 
@@ -294,6 +295,6 @@ def test_platform_named_outputs_are_matched_by_case_name(tmp_path):
     outputs = write_predictions(tmp_path / "jobs", cases=TWO, suffix="_output")
     named = {case: next(outputs.glob(f"{case}_output.*")) for case in TWO}
     named["unrelated"] = named["blob3"]
-    plan = get("annotators").plan(Submission(outputs, named_files=named), phases.load(phase))
+    plan = get("annotators").plan(Submission(outputs, named_files=named), phases.load(phase), Resources(workers=1, memory_bytes=1 << 30))
     assert {t.key: t.payload["prediction"] for t in plan.tasks} == {f"submission/{c}": str(named[c]) for c in TWO}
     assert plan.context["ignored"] == {"submission": [named["blob3"].name]}

@@ -7,15 +7,15 @@ import signal
 
 from evaluation import cli, platforms
 from evaluation.phase import Phase
-from evaluation.suites import base
-from evaluation.suites.base import Plan, Report, Suite, Task
+from evaluation import suites
+from evaluation.contract import Plan, Result, Suite, Task
 
 
 class Fragile(Suite):
     name = "fragile"
     ranking = "total"
 
-    def plan(self, submission, phase):
+    def plan(self, submission, phase, resources):
         return Plan([Task(key, {"value": value}) for key, value in (("a", 1), ("dies", None), ("b", 2))])
 
     def score(self, payload):
@@ -26,11 +26,11 @@ class Fragile(Suite):
     def summarize(self, phase, plan, outcomes):
         cases = {key: (o.value if o.ok else {"status": "failed"}) for key, o in outcomes.items()}
         total = sum(o.value["value"] for o in outcomes.values() if o.ok)
-        return Report(metrics={"case": cases, "aggregates": {"total": total}}, leaderboard={"total": total})
+        return Result(metrics={"case": cases, "aggregates": {"total": total}}, leaderboard={"total": total})
 
 
 def test_killed_worker_is_reported_and_the_rest_kept(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(base._REGISTRY, "fragile", Fragile())
+    monkeypatch.setitem(suites._REGISTRY, "fragile", Fragile())
     monkeypatch.setattr(cli.phases, "load", lambda folder: Phase(root=folder, suite="fragile"))
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "anything.txt").write_text("x")

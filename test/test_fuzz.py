@@ -16,11 +16,11 @@ import tifffile
 import h5py
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from evaluation import runner
+from evaluation import contract, machine, runner
 from evaluation.archive import Limits, extract
 from evaluation.errors import SubmissionError
 from evaluation.readers import images, zarr_store
-from evaluation.suites.base import Task
+from evaluation.contract import Task
 
 settings.register_profile("ci", max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck))
@@ -104,7 +104,7 @@ def test_readers_survive_any_bytes(tmp_path_factory, data):
         path = folder / f"fuzzed{suffix}"
         path.write_bytes(_mutate(seed, data.draw))
         tasks.append(Task(suffix, {"path": str(path)}))
-    outcomes = runner.run(tasks, _read, runner.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
+    outcomes = runner.run(tasks, _read, contract.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
     for suffix, outcome in outcomes.items():
         assert outcome.ok, f"{suffix}: {outcome.kind}: {outcome.message}"
 

@@ -26,10 +26,10 @@ import pytest
 import SimpleITK as sitk
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from evaluation import runner
+from evaluation import contract, machine, runner
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import images, itk_formats
-from evaluation.suites.base import Task
+from evaluation.contract import Task
 from helpers.opens import Opens
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the open detector uses Linux inotify")
@@ -790,7 +790,7 @@ def test_fuzz_mutated_valid_files_read_or_refuse(tmp_path_factory, data):
         path = folder / f"m_{name}" / name  # alone: a.nii beside a.nii.gz would be refused
         path.write_bytes(bytes(mutant))
         tasks.append(Task(name, {"path": str(path), "max_voxels": 10**7}))
-    outcomes = runner.run(tasks, _read_task, runner.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
+    outcomes = runner.run(tasks, _read_task, contract.Resources(workers=2, memory_bytes=1 << 30, time_limit=60))
     for name, outcome in outcomes.items():
         assert outcome.ok, f"{name}: {outcome.kind}: {outcome.message}"
         event("refused" if "refused" in (outcome.value or {}) else "read")

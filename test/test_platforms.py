@@ -12,7 +12,7 @@ from evaluation import platforms
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.phase import Phase
 from evaluation.platforms.codabench import scores, summary_page
-from evaluation.suites.base import Report
+from evaluation.contract import Result
 
 
 def _job(pk, image_name, key="interface", out_slug="segmentation", extra_output=False):
@@ -108,7 +108,7 @@ def test_codabench_layout_and_scores(tmp_path):
     assert platform.name == "codabench" and platform.ground_truth == root / "ref"
     assert platform.submission_folder() == root / "res"
     assert scores({"a": 0.5, "b": float("nan"), "c": 1e12, "d": 2}) == {"a": 0.5, "d": 2.0}
-    platform.publish(Report(metrics={}, leaderboard={"overall": 0.25}), {"suite": "x", "case": {"c1": {"dice": 0.25}}, "failures": []})
+    platform.publish(Result(metrics={}, leaderboard={"overall": 0.25}), {"suite": "x", "case": {"c1": {"dice": 0.25}}, "failures": []})
     assert json.loads((tmp_path / "out" / "scores.json").read_text()) == {"overall": 0.25}
     assert "<td>0.25</td>" in (tmp_path / "out" / "detailed_results.html").read_text()
     assert "<script" not in summary_page({"<script>": 1.0}, {"case": {}})

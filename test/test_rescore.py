@@ -18,7 +18,7 @@ import zarr
 
 from conftest import FIXTURES, ROOT, run_cli
 from evaluation import rescore
-from evaluation.suites.base import Outcome
+from evaluation.contract import Outcome
 
 CASE = FIXTURES / "cellmap" / "cases" / "b_split_merge_jitter"
 PLANNABLE = ("broken_label", "jitter", "missing_crop", "perfect", "zipped")

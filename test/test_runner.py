@@ -4,9 +4,9 @@ import os
 import signal
 import time
 
-from evaluation import runner
+from evaluation import contract, machine, runner
 from evaluation.errors import SubmissionError
-from evaluation.suites.base import Task
+from evaluation.contract import Task
 
 
 def _work(payload):
@@ -28,7 +28,7 @@ def _work(payload):
 
 def test_a_dead_worker_loses_only_its_task():
     tasks = [Task("a", {"action": "ok", "value": 1}), Task("dead", {"action": "kill"}), Task("b", {"action": "ok", "value": 2})]
-    outcomes = runner.run(tasks, _work, runner.Resources(workers=2, memory_bytes=1 << 30))
+    outcomes = runner.run(tasks, _work, contract.Resources(workers=2, memory_bytes=1 << 30))
     assert outcomes["a"].ok and outcomes["a"].value["value"] == 1
     assert outcomes["b"].ok and outcomes["b"].value["value"] == 2
     assert outcomes["dead"].kind == "crashed" and "signal 9" in outcomes["dead"].message
@@ -38,7 +38,7 @@ def test_a_dead_worker_loses_only_its_task():
 def test_errors_keep_their_kind_and_nan_survives_transport():
     outcomes = runner.run(
         [Task("s", {"action": "bad"}), Task("i", {"action": "bug"}), Task("ok", {"action": "ok"})],
-        _work, runner.Resources(workers=3, memory_bytes=1 << 30),
+        _work, contract.Resources(workers=3, memory_bytes=1 << 30),
     )
     assert outcomes["s"].kind == "submission" and outcomes["s"].message == "crop1/mito: broken chunk"
     assert outcomes["i"].kind == "internal" and "ZeroDivisionError" in outcomes["i"].message
@@ -48,7 +48,7 @@ def test_errors_keep_their_kind_and_nan_survives_transport():
 def test_time_limit_stops_a_case():
     started = time.monotonic()
     outcomes = runner.run([Task("slow", {"action": "sleep", "seconds": 60}), Task("fast", {"action": "ok"})],
-                          _work, runner.Resources(workers=2, memory_bytes=1 << 30, time_limit=1.0))
+                          _work, contract.Resources(workers=2, memory_bytes=1 << 30, time_limit=1.0))
     assert outcomes["slow"].kind == "timeout" and outcomes["fast"].ok
     assert time.monotonic() - started < 30
 
@@ -57,7 +57,7 @@ def test_memory_budget_serialises_big_tasks():
     """Two tasks that each take most of the budget never overlap."""
     tasks = [Task(k, {"action": "sleep", "seconds": 0.5}, memory_bytes=700) for k in "ab"]
     started = time.monotonic()
-    outcomes = runner.run(tasks, _work, runner.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
+    outcomes = runner.run(tasks, _work, contract.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
     assert all(o.ok for o in outcomes.values())
     assert time.monotonic() - started >= 1.0
 
@@ -65,13 +65,13 @@ def test_memory_budget_serialises_big_tasks():
 def test_a_task_over_the_whole_budget_is_refused_before_it_starts(tmp_path):
     marker = tmp_path / "started"
     tasks = [Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000), Task("ok", {"action": "ok"}, memory_bytes=10)]
-    outcomes = runner.run(tasks, _work, runner.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
+    outcomes = runner.run(tasks, _work, contract.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
     assert outcomes["huge"].kind == "submission" and "memory" in outcomes["huge"].message
     assert not marker.exists() and outcomes["ok"].ok
 
 
 def test_workers_report_their_peak_memory():
-    outcome = runner.run([Task("ok", {"action": "ok"})], _work, runner.Resources(workers=1, memory_bytes=1 << 30))["ok"]
+    outcome = runner.run([Task("ok", {"action": "ok"})], _work, contract.Resources(workers=1, memory_bytes=1 << 30))["ok"]
     assert outcome.peak_rss_mb > 10
 
 
@@ -83,19 +83,19 @@ def test_resources_follow_the_process_limits():
     import sys
 
     seven_gib = 7 * 2**30
-    probe = ("from evaluation import runner; r = runner.Resources.detect(); "
-             "print(r.memory_bytes, runner.memory_limits()['rlimit_data'], r.workers)")
+    probe = ("from evaluation import contract, machine; r = contract.Resources.detect(); "
+             "print(r.memory_bytes, machine.memory_limits()['rlimit_data'], r.workers)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (seven_gib, seven_gib)))
     budget, seen, workers = map(int, done.stdout.split())
-    assert seen == seven_gib and budget == int(seven_gib * runner.MEMORY_HEADROOM) and workers >= 1
-    lowered = runner.Resources.detect(workers=3, memory_limit_bytes=2**30, time_limit=5)
-    assert lowered == runner.Resources(workers=3, memory_bytes=int(2**30 * runner.MEMORY_HEADROOM), time_limit=5)
+    assert seen == seven_gib and budget == int(seven_gib * contract.MEMORY_HEADROOM) and workers >= 1
+    lowered = contract.Resources.detect(workers=3, memory_limit_bytes=2**30, time_limit=5)
+    assert lowered == contract.Resources(workers=3, memory_bytes=int(2**30 * contract.MEMORY_HEADROOM), time_limit=5)
 
 
 def test_a_worker_cannot_grow_past_the_budget():
     """The backstop behind the readers' size checks: a worker allocating beyond the run's
     budget fails its own task with a memory message."""
     outcome = runner.run([Task("greedy", {"action": "allocate", "bytes": 3 << 30})], _work,
-                         runner.Resources(workers=1, memory_bytes=1 << 30))["greedy"]
+                         contract.Resources(workers=1, memory_bytes=1 << 30))["greedy"]
     assert outcome.kind == "submission" and "memory" in outcome.message

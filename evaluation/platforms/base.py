@@ -5,7 +5,7 @@ from pathlib import Path
 from evaluation import phase as phases
 from evaluation.archive import Limits
 from evaluation.submission import Submission, unpack
-from evaluation.suites.base import Report
+from evaluation.contract import Result
 
 from evaluation.errors import PhaseError
 
@@ -63,5 +63,5 @@ class Platform:
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
         return unpack(self.submission_folder(), scratch, Limits.from_options(phase.option("archive")))
 
-    def publish(self, report: Report, metrics: dict) -> None:
+    def publish(self, report: Result, metrics: dict) -> None:
         """Write what the platform needs beyond metrics.json (nothing, locally)."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from evaluation import log, report as reports
 from evaluation.platforms.base import Platform, default_ground_truth, phase_folder
-from evaluation.suites.base import Report
+from evaluation.contract import Result
 
 _log = log.get(__name__)
 SCORES_FILE = "scores.json"
@@ -43,7 +43,7 @@ class CodaBench(Platform):
     def submission_folder(self) -> Path:
         return self.input / "res"
 
-    def publish(self, report: Report, metrics: dict) -> None:
+    def publish(self, report: Result, metrics: dict) -> None:
         reports.write_atomic(self.output / SCORES_FILE, json.dumps(scores(report.leaderboard), indent=2).encode())
         page = (report.files.get("report.html") if "case" in metrics else None) or summary_page(report.leaderboard, metrics)
         reports.write_atomic(self.output / DETAILS_FILE, page.encode() if isinstance(page, str) else page)

@@ -35,7 +35,8 @@ from evaluation.metrics.surface import PointSet, distances
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
 
 _log = log.get(__name__)
 
@@ -455,7 +456,7 @@ class Annotators(Suite):
     ranking = RANKING
     higher_is_better = True
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         footprint(options.dilation_radius or 1, options.dilation_footprint)  # refuse a bad option early
         import SimpleITK  # noqa: F401 - loaded once here, inherited by every forked worker
@@ -500,7 +501,7 @@ class Annotators(Suite):
         row = score_image(annotations, model, Settings(o["staple_threshold"], o["surface_distance"]))
         return {**row, "status": "scored" if payload["prediction"] else "missing"}
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         from evaluation.suites import annotators_report
 
         names = plan.context["annotators"]
@@ -529,7 +530,7 @@ class Annotators(Suite):
         leaderboard[RANKING] = _finite_or(summaries[ranked]["mean"][ranking_column], 0.0)
         metrics = {"case": case, "aggregates": aggregates, "reference": {**REFERENCE, "settings": _settings_node(plan.context["options"])}}
         files = annotators_report.outputs({**plan.context, "ranked_model": ranked}, rows, summaries, columns(names), bool(plan.context["options"]["report"]))
-        return Report(
+        return Result(
             metrics=metrics,
             leaderboard=leaderboard,
             case_scores={image: r[ranking_column] for image, r in rows[ranked].items()},

@@ -40,7 +40,8 @@ from evaluation.metrics.voi import rand_voi
 from evaluation.phase import Phase
 from evaluation.readers import zarr_store
 from evaluation.submission import Submission
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
 
 _log = log.get(__name__)
 
@@ -524,7 +525,7 @@ class CellMap(Suite):
     name = "cellmap"
     ranking = "overall_score"
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         limits = Limits.from_options(phase.options)
         truth_root = phase.path(options.truth)
@@ -614,7 +615,7 @@ class CellMap(Suite):
             result = score_semantic(pred, truth)
         return {**result, "num_voxels": int(truth.size), "voxel_size": list(grid.voxel_size), "is_missing": False}
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options = Options.from_context(plan.context["options"])
         entries = {crop: dict(labels) for crop, labels in plan.context["fixed"].items()}
         for task in plan.tasks:
@@ -636,7 +637,7 @@ class CellMap(Suite):
             "aggregates": {**everything, **bookkeeping, "submitted_only": submitted},
             "reference": {"repository": REFERENCE["repository"], "commit": REFERENCE[options.version], "version": options.version},
         }
-        return Report(
+        return Result(
             metrics=metrics,
             leaderboard=leaderboard(everything),
             case_scores={crop: combine_with({crop: labels}, options.instance_classes, True)["overall_score"] for crop, labels in entries.items()},

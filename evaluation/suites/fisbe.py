@@ -31,7 +31,8 @@ from evaluation.metrics.fisbe_image import POOLED_THRESHOLDS, Channel, Settings,
 from evaluation.phase import Phase
 from evaluation.readers import images, zarr_store
 from evaluation.submission import Submission
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
 
 _log = log.get(__name__)
 
@@ -466,7 +467,7 @@ class Fisbe(Suite):
     name = "fisbe"
     ranking = "S"
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         truth_root = phase.path(options.truth)
         if not truth_root.is_dir():
@@ -521,7 +522,7 @@ class Fisbe(Suite):
         result = fisbe_image.evaluate(gt, pred, dims, payload["partly"], Settings(remove_small=payload["remove_small_components"]))
         return sanitize(result)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         partly = {t.key: t.payload["partly"] for t in plan.tasks}
         missing = set(plan.context["missing"])
         cases, results = {}, {}
@@ -546,7 +547,7 @@ class Fisbe(Suite):
         aggregates["samples"] = {"total": len(plan.tasks), "scored": len(results), "missing_predictions": len(missing)}
         leaderboard = {k: float(aggregates.get(k, 0.0)) for k in LEADERBOARD}
         metrics = {"case": cases, "aggregates": aggregates, "reference": dict(REFERENCE)}
-        return Report(
+        return Result(
             metrics=sanitize(metrics),
             leaderboard=leaderboard,
             case_scores={n: float(r["general"]["avg_f1_cov_score"]) for n, r in results.items()},

@@ -33,7 +33,8 @@ from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import PLATFORM_FILES, Submission
 from evaluation.suites import multiclass_report
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
 
 _log = log.get(__name__)
 
@@ -399,7 +400,7 @@ class Multiclass(Suite):
     name = "multiclass"
     ranking = "mean_dice_fg_nanmean"
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         truth = truth_cases(phase, options)
         models = find_models(submission, options.max_models)
@@ -408,7 +409,7 @@ class Multiclass(Suite):
         if multi and baseline not in models:
             raise SubmissionError(f"this phase compares models against '{baseline}': include a folder of that name")
         sizes = {case: voxel_count(path) for case, path in truth.items()}
-        size = batch_size(len(truth) * len(models), phase.option("workers") or runner.cpu_count())
+        size = batch_size(len(truth) * len(models), resources.workers)
         tasks, layout = [], {}
         for model, submitted in sorted(models.items()):
             cases = match_cases(model, submitted, truth, options.missing_cases, multi)
@@ -443,7 +444,7 @@ class Multiclass(Suite):
             raise SubmissionError(problems[0] + more)
         return results
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options = plan.context["options"]
         multi, layout = plan.context["multi"], plan.context["layout"]
         k = len(options.class_ids)
@@ -475,7 +476,7 @@ class Multiclass(Suite):
         report.files = {**files, "report.txt": text, "report.html": multiclass_report.as_html(text)}
         return report
 
-    def _report(self, options, baseline, multi, summaries, cases_out, aggregates_out) -> Report:
+    def _report(self, options, baseline, multi, summaries, cases_out, aggregates_out) -> Result:
         shared = {"class_names": per_class(options, options.class_names), "background": options.background,
                   "ignore_index": options.ignore_index, "headline": "mean_dice_fg_nanmean"}
         reference = {**REFERENCE, "convention": "per image and class; class means over images (NaN-ignoring), then over classes"}
@@ -496,4 +497,4 @@ class Multiclass(Suite):
             board = leaderboard_columns(aggregates_out[ranked])
             for m in summaries:
                 board.update(leaderboard_columns(aggregates_out[m], prefix=f"{m}_"))
-        return Report(metrics=metrics, leaderboard=board)
+        return Result(metrics=metrics, leaderboard=board)

@@ -37,7 +37,8 @@ from evaluation.phase import Phase
 from evaluation.readers.slabs import map_slabs, open_slabs, slab_bounds, slices_per_slab
 from evaluation.readers.tomo_volumes import open_binary
 from evaluation.submission import Submission
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
 
 _log = log.get(__name__)
 
@@ -258,13 +259,6 @@ def match_files(submission: Submission, names: list[str]) -> dict[str, Path]:
     return {name: files[name] for name in names}
 
 
-def threads_per_task(tasks: int) -> int:
-    """Threads for each task so that tasks running side by side share the CPUs."""
-    from evaluation.runner import cpu_count  # the runner imports the suites
-
-    return max(1, cpu_count() // max(1, tasks))
-
-
 def mean_scores(entries: list[dict]) -> dict[str, float]:
     """Each score's arithmetic mean over the phantoms (NaN if one is NaN)."""
     return {key: float(np.mean([entry[key] for entry in entries])) for key in SCORE_KEYS}
@@ -275,11 +269,11 @@ class TomoFoam(Suite):
     name = "tomo_foam"
     ranking = "harm_mean"
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         truths = phantom_truths(phase, options)
         files = match_files(submission, [t.name for t in truths])
-        threads = threads_per_task(len(truths))
+        threads = resources.threads_per_task(len(truths))
         tasks = []
         for truth in truths:
             voxels = int(np.prod(Grid(**truth.grid).shape, dtype=np.int64))
@@ -293,7 +287,7 @@ class TomoFoam(Suite):
     def score(self, payload: dict) -> dict:
         return score_phantom(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         cases, ranked = {}, []
         for name in plan.context["names"]:
             outcome = outcomes[name]
@@ -305,7 +299,7 @@ class TomoFoam(Suite):
                 ranked.append(cases[name])
         aggregates = mean_scores(ranked)
         metrics = {"case": cases, "aggregates": aggregates, "reference": REFERENCE}
-        return Report(metrics=metrics, leaderboard=dict(aggregates),
+        return Result(metrics=metrics, leaderboard=dict(aggregates),
                       case_scores={name: cases[name]["harm_mean"] for name in cases})
 
 

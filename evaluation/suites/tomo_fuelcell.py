@@ -31,8 +31,9 @@ from evaluation.phase import Phase
 from evaluation.readers.slabs import Slabs, map_slabs, open_slabs, slab_bounds, slices_per_slab
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary
 from evaluation.submission import Submission
-from evaluation.suites.base import Outcome, Plan, Report, Suite, Task, register
-from evaluation.suites.tomo_foam import match_files, threads_per_task
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.suites import register
+from evaluation.suites.tomo_foam import match_files
 
 _log = log.get(__name__)
 
@@ -188,7 +189,7 @@ class TomoFuelCell(Suite):
     name = "tomo_fuelcell"
     ranking = "harm_mean"
 
-    def plan(self, submission: Submission, phase: Phase) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         options = Options.from_phase(phase)
         names, label_sets, masks = region_layout(options.regions)
         window = options.window
@@ -196,7 +197,7 @@ class TomoFuelCell(Suite):
             raise PhaseError("slices: expected 0 <= start < stop <= total")
         lut = membership_lut(label_sets)
         files = match_files(submission, list(options.time_steps))
-        threads = threads_per_task(len(options.time_steps))
+        threads = resources.threads_per_task(len(options.time_steps))
         tasks = []
         for step in options.time_steps:
             payload = {
@@ -214,7 +215,7 @@ class TomoFuelCell(Suite):
     def score(self, payload: dict) -> dict:
         return score_step(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Report:
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         keys = ["harm_mean", *(f"dice_{name}" for name in plan.context["regions"])]
         cases = {}
         for step in plan.context["steps"]:
@@ -226,5 +227,5 @@ class TomoFuelCell(Suite):
         aggregates = {key: float(np.mean([cases[step][key] for step in cases])) for key in keys}
         per_step = {f"harm_mean_{step}": cases[step]["harm_mean"] for step in cases}
         metrics = {"case": cases, "aggregates": {**aggregates, **per_step}, "reference": REFERENCE}
-        return Report(metrics=metrics, leaderboard={**aggregates, **per_step},
+        return Result(metrics=metrics, leaderboard={**aggregates, **per_step},
                       case_scores={step: cases[step]["harm_mean"] for step in cases})

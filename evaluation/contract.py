@@ -1,0 +1,153 @@
+"""The contract between the grader's core and its metric suites.
+
+Everything above this module (the runner, the platforms, the command line, the organizer
+tools, the suites themselves) speaks in these types; this module imports nothing of the
+package but the phase, the submission's types and the machine probe, so no layer has to
+import upward to learn them.
+
+A suite turns (submission, phase, resources) into a ``Plan`` of independent ``Task``s, scores
+one task's typed ``Payload`` in a worker process, and summarises the ``Outcome``s into a
+``Result``: the metrics document, the leaderboard columns, a score per case and report files.
+"""
+
+import dataclasses
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from evaluation import machine
+from evaluation.errors import GraderError, SubmissionError
+
+if TYPE_CHECKING:  # annotations only: the contract stays below the modules that build these
+    from evaluation.phase import Phase
+    from evaluation.submission import Submission
+
+# Share of the memory limit given to workers; the rest is for the parent and the system.
+MEMORY_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one run may use: worker processes, memory for all workers together (each worker's
+    data segment is also capped at it) and a time limit per task. Suites plan with it (how
+    many threads a task may use, how to batch); the runner enforces it."""
+
+    workers: int
+    memory_bytes: int
+    time_limit: float | None = None
+
+    @classmethod
+    def detect(cls, workers: int | None = None, memory_limit_bytes: int | None = None,
+               time_limit: float | None = None) -> "Resources":
+        """From what this process can see (``machine.memory_limits``, ``machine.cpu_count``),
+        lowered by the phase's or the command line's settings."""
+        limit = min([*machine.memory_limits().values(), *([memory_limit_bytes] if memory_limit_bytes else [])])
+        return cls(workers=workers or machine.cpu_count(), memory_bytes=int(limit * MEMORY_HEADROOM), time_limit=time_limit)
+
+    def threads_per_task(self, tasks: int) -> int:
+        """Threads each of ``tasks`` concurrent tasks may use without oversubscribing the CPUs."""
+        return max(1, self.workers // max(1, tasks))
+
+
+class Payload:
+    """Base of the suites' typed task payloads (frozen dataclasses of JSON-able values and
+    paths). A payload reaches its worker as it is (forked, or pickled by Dask for the
+    organizer's rescore); ``to_dict`` is its stable JSON form, for fingerprints and logs."""
+
+    def to_dict(self) -> dict:
+        return _jsonable(dataclasses.asdict(self))
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independently scored unit (a case, or a (crop, label) pair).
+
+    ``memory_bytes`` is the scheduler's estimate of its peak. A task with a ``refusal`` is not
+    run: it fails as the submission's fault with that message."""
+
+    key: str
+    payload: Payload
+    memory_bytes: int = 0
+    refusal: str | None = None  # set by plan() when the metadata already shows it cannot be scored
+
+
+@dataclass
+class Plan:
+    tasks: list[Task]
+    context: Any = None  # what summarize() needs besides the outcomes, typed by the suite
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one task: its value, or why it failed.
+
+    ``kind`` is 'submission' (the participant's data is unusable), 'internal' (a bug or a
+    broken phase), 'timeout' or 'crashed' (the worker died, e.g. killed for memory)."""
+
+    key: str
+    value: dict | None = None
+    kind: str | None = None
+    message: str | None = None
+    seconds: float = 0.0
+    peak_rss_mb: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is None
+
+
+def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict:
+    """The one map from an exception raised while scoring ``key`` to an outcome's fields
+    (``kind``, ``message``, and for bugs ``traceback``), for the runner and for rescore."""
+    if isinstance(exc, MemoryError):
+        available = f"the {memory_cap / 2**30:.1f} GiB of memory" if memory_cap else "the memory"
+        return {"kind": "submission", "message": (
+            f"{key}: scoring it needed more than {available} available; submit smaller arrays (fewer voxels or a smaller data type)")}
+    if isinstance(exc, GraderError):
+        return {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
+    return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc))}
+
+
+@dataclass
+class Result:
+    """What a suite makes of its outcomes.
+
+    ``metrics`` becomes metrics.json (``case`` + ``aggregates``, the reference's key names).
+    ``leaderboard`` is the flat {column key: number} a platform ranks by (CodaBench's
+    scores.json); it contains the suite's ``ranking`` key. ``case_scores`` is one number per
+    case on the ranking score's scale (for ranking uncertainty: bootstrap over cases).
+    ``files`` are further outputs written beside metrics.json: a dict is written as JSON, a
+    str as text, bytes as they are (reports, CSV tables, plots)."""
+
+    metrics: dict
+    leaderboard: dict[str, float] = field(default_factory=dict)
+    case_scores: dict[str, float] = field(default_factory=dict)
+    files: dict[str, dict | str | bytes] = field(default_factory=dict)
+
+
+class Suite:
+    """A metric suite: one per challenge, registered by name (``evaluation.suites``)."""
+
+    name: ClassVar[str] = ""
+    ranking: ClassVar[str] = ""  # the leaderboard key submissions are ranked by
+    higher_is_better: ClassVar[bool] = True
+
+    def plan(self, submission: "Submission", phase: "Phase", resources: Resources) -> Plan:
+        raise NotImplementedError
+
+    def score(self, payload: Payload) -> dict:
+        """Runs in a worker process; must depend on ``payload`` (and the files it names) only."""
+        raise NotImplementedError
+
+    def summarize(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+        raise NotImplementedError
