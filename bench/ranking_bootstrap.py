@@ -4,9 +4,9 @@ Prints, for seeded synthetic case scores:
 
 - the floor: one pass over the resampled data, i.e. summing 100 x 500 scores 1000 times
   (``np.take`` of each resample's cases + ``sum``), which any bootstrap of case means must do;
-- ``evaluation.ranking.bootstrap`` (draw counts, resampled means, ranks, rank frequencies,
+- ``evaluation.organizer.ranking.bootstrap`` (draw counts, resampled means, ranks, rank frequencies,
   pairwise matrix, intervals): wall seconds, ratio to the floor;
-- writing the report files (JSON, two PNGs, HTML) with ``evaluation.ranking_report``;
+- writing the report files (JSON, two PNGs, HTML) with ``evaluation.organizer.ranking_report``;
 - the peak RSS of the process (its own ``VmHWM``; ``ru_maxrss`` would include whatever
   high-water mark Linux carried over from the process that started it).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evaluation import ranking, ranking_report  # noqa: E402
+from evaluation.organizer import ranking, ranking_report  # noqa: E402
 
 from common import peak_rss_mb  # noqa: E402
 

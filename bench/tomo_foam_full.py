@@ -79,15 +79,15 @@ def make_phase(folder: Path, spheres: Path | None) -> Path:
 
 
 def _rasterize(phase: str, threads: int, queue) -> None:
-    """The suite's build-time command (``python -m evaluation.suites.tomo_foam rasterize``),
+    """The suite's build-time command (``python -m evaluation rasterize``),
     run here so that its peak is this process's own ``VmHWM`` (its threads share it); its
     output is kept for a failure message."""
-    from evaluation.suites import tomo_foam
+    from evaluation.organizer.commands import main
 
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         try:
-            code = tomo_foam.main(["rasterize", phase, "--threads", str(threads)])
+            code = main(["rasterize", phase, "--threads", str(threads)])
         except Exception:
             code = traceback.format_exc()
     queue.put((code, peak_rss_mb(), output.getvalue()))

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, machine, phase as phases, platforms, report, runner, suites
+from evaluation import __version__, log, machine, organizer, phase as phases, platforms, report, runner, suites
 from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
@@ -36,8 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog=(
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
-            "Organizer subcommands: 'rescore' (many submissions, on Dask) and 'rank' (ranking "
-            "uncertainty); see 'python -m evaluation rescore --help'."
+            "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (ranking "
+            "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'."
         ),
     )
     parser.add_argument("--input", type=Path, default=CONTAINER_INPUT,
@@ -63,7 +63,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission = platform.submission(phase, Path(scratch))
-        resources = Resources.detect(workers or phase.option("workers"), phase.option("memory_limit_mb", 0) * 1024**2,
+        resources = Resources.detect(workers or phase.option("workers"), (phase.option("memory_limit_mb") or 0) * 1024**2,
                                      phase.option("case_time_limit_s"))
         _log.info("resources", workers=resources.workers, memory_budget_mb=resources.memory_bytes >> 20,
                   limits_mb={name: value >> 20 for name, value in machine.memory_limits().items()})
@@ -71,7 +71,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
-    publish_cases = phase.option("publish_cases", True)
+    publish_cases = phase.option("publish_cases")
     document = report.metrics_document(suite.name, result, outcomes, publish_cases)
     written = report.write(platform.output, document, result.files if publish_cases else {})
     platform.publish(result, written)
@@ -96,15 +96,14 @@ def _last_line(text: str) -> None:
     print(" ".join(text.split()), file=sys.stderr, flush=True)
 
 
-SUBCOMMANDS = ("rescore", "rank")  # organizer operations, see evaluation/operations.py
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        from evaluation.operations import main as operations
+    if argv and argv[0] in organizer.COMMANDS:
+        from evaluation.organizer.commands import main as organizer_command
 
-        return operations(argv)
+        return organizer_command(argv)
     args = parse_args(argv)
     log.configure(args.log_level)
     try:

@@ -3,9 +3,11 @@
 Only the suite name is required; every option has the reference's default, so a config of
 ``suite: cellmap`` reproduces the official evaluator. The config is validated against
 ``schemas/phase.schema.json`` before anything is scored, so a typo in an option name fails
-loudly instead of silently scoring with a default.
+loudly instead of silently scoring with a default. The defaults are written once, in that
+schema: ``Phase.option`` falls back to them.
 """
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +25,9 @@ class Phase:
     suite: str
     options: dict = field(default_factory=dict)
 
-    def option(self, name: str, default=None):
-        return self.options.get(name, default)
+    def option(self, name: str):
+        """The option as configured, else the schema's default for this suite (None if it has none)."""
+        return self.options[name] if name in self.options else defaults(self.suite).get(name)
 
     def path(self, relative: str) -> Path:
         """A file of the phase; refuses paths that leave the phase folder."""
@@ -33,6 +36,21 @@ class Phase:
         if target != root and root not in target.parents:
             raise PhaseError(f"{PHASE_FILE}: path {relative!r} leaves the phase folder")
         return target
+
+
+@functools.cache
+def option_schemas(suite: str) -> dict[str, dict]:
+    """Each option's schema for ``suite``: the options every phase has and the suite's own."""
+    schema = schemas.load("phase")
+    found = {name: spec for name, spec in schema["properties"].items() if name != "suite"}
+    for rule in schema.get("allOf", []):
+        if rule["if"]["properties"]["suite"].get("const") == suite:
+            found.update(rule["then"].get("properties", {}))
+    return found
+
+
+def defaults(suite: str) -> dict:
+    return {name: spec["default"] for name, spec in option_schemas(suite).items() if "default" in spec}
 
 
 def load(root: Path) -> Phase:

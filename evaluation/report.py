@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import schemas
+from evaluation.metrics.bootstrap import draw_counts, resampled_means
 from evaluation.errors import GraderError
 
 METRICS_FILE = "metrics.json"
@@ -49,8 +50,6 @@ def metrics_document(suite_name: str, result, outcomes: dict, publish_cases: boo
 def ranking_interval(case_scores: dict, resamples: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict | None:
     """Percentile bootstrap interval of the mean case score (``ranking.bootstrap``'s statistic,
     same draws for the same number of cases); None with fewer than two scored cases."""
-    from evaluation.ranking import draw_counts, resampled_means
-
     values = np.array([v for v in case_scores.values() if isinstance(v, (int, float)) and math.isfinite(v)], dtype=np.float64)
     if values.size < 2:
         return None

@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from conftest import ROOT
-from evaluation import ranking
+from evaluation.metrics import bootstrap
+from evaluation.organizer import ranking
 from evaluation.errors import GraderError
 
 
@@ -31,15 +32,15 @@ def test_competition_ranks_by_hand():
 
 
 def test_draw_counts_are_seeded_resamples_with_replacement():
-    counts = ranking.draw_counts(7, 50, seed=3)
+    counts = bootstrap.draw_counts(7, 50, seed=3)
     assert counts.shape == (50, 7) and (counts.sum(axis=1) == 7).all()
-    assert (counts == ranking.draw_counts(7, 50, seed=3)).all() and not (counts == ranking.draw_counts(7, 50, seed=4)).all()
+    assert (counts == bootstrap.draw_counts(7, 50, seed=3)).all() and not (counts == bootstrap.draw_counts(7, 50, seed=4)).all()
 
 
 def test_resampled_mean_is_the_mean_of_the_drawn_cases():
     matrix = np.array([[1.0, 2.0, 4.0]])
     counts = np.array([[3, 0, 0], [0, 1, 2], [1, 1, 1]])
-    assert ranking.resampled_means(matrix, counts)[0].tolist() == pytest.approx([1.0, 10 / 3, 7 / 3], rel=1e-15)
+    assert bootstrap.resampled_means(matrix, counts)[0].tolist() == pytest.approx([1.0, 10 / 3, 7 / 3], rel=1e-15)
 
 
 @pytest.mark.parametrize("higher_is_better", [True, False])

@@ -44,7 +44,7 @@ def test_the_ranking_interval_is_the_bootstrap_of_rank():
     draws and seed), and collapses onto the mean when every case scores alike."""
     import numpy as np
 
-    from evaluation import ranking
+    from evaluation.organizer import ranking
     from evaluation.report import ranking_interval
 
     cases = {f"c{i}": float(v) for i, v in enumerate(np.random.default_rng(1).random(17))}

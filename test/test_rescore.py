@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 from conftest import FIXTURES, ROOT, run_cli
-from evaluation import rescore
+from evaluation.organizer import rescore
 from evaluation.contract import Outcome
 
 CASE = FIXTURES / "cellmap" / "cases" / "b_split_merge_jitter"

@@ -318,7 +318,7 @@ def test_rasterize_command_writes_the_reference_volumes(tmp_path):
     for name, suffix in suffixes.items():
         text = text.replace(f"spheres: {name}.h5", f"spheres: {name}.h5\n    labels: labels/{name}{suffix}")
     (phase / "phase.yaml").write_text(text)
-    done = subprocess.run([sys.executable, "-m", "evaluation.suites.tomo_foam", "rasterize", str(phase), "--threads", "2"],
+    done = subprocess.run([sys.executable, "-m", "evaluation", "rasterize", str(phase), "--threads", "2"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     from evaluation.readers.slabs import open_slabs

@@ -37,7 +37,7 @@ class GrandChallenge(Platform):
         return (input_folder / PREDICTIONS).is_file()
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
-        options = phase.option("grand_challenge", {}) or {}
+        options = phase.option("grand_challenge") or {}
         root = self.input.resolve()  # /input is the runtime's symlink to the job's input folder
         untrusted.check_tree(root)
         jobs = read_jobs(root / PREDICTIONS)

@@ -15,14 +15,13 @@ refused, as are pickled NumPy arrays. HDF5 and TIFF are read by ``readers.hdf5``
 ``readers.tiff``, which bound every size before decoding.
 """
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.readers import untrusted
+from evaluation.readers.volume import Volume, native, reason
 
 SITK_SUFFIXES = (".mha", ".nii", ".nii.gz", ".nrrd", ".png")
 TIFF_SUFFIXES = (".tif", ".tiff")
@@ -30,26 +29,6 @@ HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 NUMPY_SUFFIXES = (".npy",)
 ZARR_SUFFIXES = (".zarr",)
 SUFFIXES = SITK_SUFFIXES + TIFF_SUFFIXES + HDF5_SUFFIXES + NUMPY_SUFFIXES + ZARR_SUFFIXES
-
-
-@dataclass
-class Volume:
-    """An array with its geometry in array axis order; geometry fields may be unknown (None)."""
-
-    array: np.ndarray
-    spacing: tuple[float, ...] | None = None
-    origin: tuple[float, ...] | None = None
-    direction: tuple[float, ...] | None = None  # row-major matrix, flattened
-    attrs: dict | None = None
-
-    def __post_init__(self):
-        self.array = native(self.array)
-
-
-def native(array: np.ndarray) -> np.ndarray:
-    """``array`` in the machine's byte order: big-endian files are legitimate, but compiled
-    kernels (cc3d, numba) accept native arrays only."""
-    return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
 def suffix(path: Path) -> str:
@@ -102,6 +81,11 @@ def _load(path: Path, kind: str, key: str | None, display: str, trusted: bool) -
     raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
 
 
+def voxel_count(path: Path, display: str | None = None, trusted: bool = False, key: str | None = None) -> int:
+    """Voxels of the file's array from its header (``probe_shape``), for memory estimates."""
+    return int(np.prod(probe_shape(path, key, display, trusted), dtype=np.int64))
+
+
 def probe_shape(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False) -> tuple[int, ...]:
     """The array shape from the file's header alone, in array axis order: the one place that
     learns a file's size without decoding it."""
@@ -142,17 +126,7 @@ def _guarded(action, kind: str, display: str, error=SubmissionError):
             raise error(f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array") from None
         raise error(f"{display}: cannot be read as {kind} ({exc})") from None
     except Exception as exc:  # readers raise many types for truncated or malformed files
-        raise error(f"{display}: cannot be read as {kind} ({_reason(exc)}); the file may be truncated or corrupt") from None
-
-
-def _reason(exc: Exception) -> str:
-    """The library's own explanation, without ITK's source paths and object addresses."""
-    text = str(exc)
-    if "ITK ERROR" in text:
-        text = re.sub(r"^.*ITK ERROR: \w+\(0x[0-9a-f]+\):\s*", "", text, flags=re.S).strip()
-        text = re.sub(r"\s*Reason: .*$", "", text, flags=re.S)  # errno of an unrelated call
-    text = re.sub(r"/(?:[^\s/:]+/)+([^\s/:]+)", r"\1", text)  # absolute paths -> file names
-    return f"{type(exc).__name__}: {' '.join(text.split())}"
+        raise error(f"{display}: cannot be read as {kind} ({reason(exc)}); the file may be truncated or corrupt") from None
 
 
 def _open_zarr(path: Path, key: str | None, display: str, trusted: bool = False):

@@ -65,6 +65,7 @@ import numpy as np
 
 from evaluation.errors import SubmissionError
 from evaluation.readers.untrusted import check_regular, open_regular
+from evaluation.readers.volume import Volume, reason
 
 IMAGE_IOS = {".mha": "MetaImageIO", ".nrrd": "NrrdImageIO", ".nii": "NiftiImageIO", ".nii.gz": "NiftiImageIO", ".png": "PNGImageIO"}
 SUFFIXES = tuple(IMAGE_IOS)
@@ -173,8 +174,6 @@ def read(path: Path, display: str | None = None, error=SubmissionError, max_voxe
     """The image as ``images.Volume`` (array in (z, y, x) order, geometry reversed to match),
     after ``info``; refuses multi-component pixels and, with ``max_voxels``, larger images
     before their pixels are decoded."""
-    from evaluation.readers.images import Volume
-
     display = display or path.name
     found = info(path, display, error)
     if max_voxels is not None and found.voxels > max_voxels:
@@ -209,9 +208,7 @@ def _itk(action, kind: str, display: str, error):
     try:
         return action()
     except RuntimeError as exc:  # SimpleITK raises RuntimeError for everything ITK throws
-        from evaluation.readers.images import _reason
-
-        raise error(f"{display}: cannot be read as {kind} ({_reason(exc)}); the file may be truncated or corrupt") from None
+        raise error(f"{display}: cannot be read as {kind} ({reason(exc)}); the file may be truncated or corrupt") from None
 
 
 @functools.cache

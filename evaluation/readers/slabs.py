@@ -21,6 +21,7 @@ import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import images
+from evaluation.readers.volume import native
 
 _NUMERIC_KINDS = "biuf"
 
@@ -74,7 +75,7 @@ class _Npy(Slabs):
         if self._fortran:  # column-major: a slab is scattered over the file, read it once
             if self._whole is None:
                 self._whole = np.load(self._file.name, allow_pickle=False, mmap_mode="r")
-            return images.native(np.ascontiguousarray(self._whole[z0:z1]))
+            return native(np.ascontiguousarray(self._whole[z0:z1]))
         plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
         view = memoryview(out.reshape(-1).view(np.uint8))
@@ -84,7 +85,7 @@ class _Npy(Slabs):
             if got <= 0:
                 raise self._error(f"{self.display}: the file ended early; it may be truncated")
             done += got
-        return images.native(out)
+        return native(out)
 
     def close(self) -> None:
         self._file.close()
@@ -148,6 +149,11 @@ class _Whole(Slabs):
         return self._array[z0:z1]
 
 
+# Voxels per slab when a volume is processed in slabs: ~16 M, a few hundred MB of temporaries
+# per thread. The one slab size of every suite.
+SLAB_VOXELS = 1 << 24
+
+
 def open_slabs(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
                max_voxels: int | None = None) -> Slabs:
     """A slab reader for ``path``; ``key`` selects the HDF5 dataset or zarr array. Problems
@@ -193,6 +199,6 @@ def map_slabs(function, bounds: list[tuple[int, int]], threads: int) -> list:
         return list(pool.map(lambda b: function(*b), bounds))
 
 
-def slices_per_slab(plane_voxels: int, voxel_budget: int = 1 << 24) -> int:
+def slices_per_slab(plane_voxels: int, voxel_budget: int = SLAB_VOXELS) -> int:
     """Slices per slab so that a slab holds about ``voxel_budget`` voxels (at least one)."""
     return max(1, voxel_budget // max(1, plane_voxels))

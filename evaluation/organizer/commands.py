@@ -1,11 +1,12 @@
-"""Organizer subcommands: ``python -m evaluation rescore ...`` and ``python -m evaluation rank ...``.
+"""Organizer subcommands: ``python -m evaluation rescore|rank|rasterize ...``.
 
 They are for running a leaderboard, not for the platforms: ``rescore`` scores many submissions
-against one phase on a Dask cluster (``evaluation.rescore``), ``rank`` measures how certain the
-resulting ranking is (``evaluation.ranking``). Both need the ``ops`` extra
-(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). Exit status: 0 done, 1 an
-error (the last stderr line says which), or for ``rescore`` some unit that a re-run would try
-again (an internal error or a worker that kept dying).
+against one phase on a Dask cluster (``organizer.rescore``), ``rank`` measures how certain the
+resulting ranking is (``organizer.ranking``); both need the ``ops`` extra
+(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``rasterize`` precomputes a
+tomo_foam phase's label volumes when the image is built. Exit status: 0 done, 1 an error (the
+last stderr line says which), or for ``rescore`` some unit that a re-run would try again (an
+internal error or a worker that kept dying).
 """
 
 import argparse
@@ -16,7 +17,6 @@ from pathlib import Path
 from evaluation import log
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, GraderError
 
-COMMANDS = ("rescore", "rank")
 _log = log.get("evaluation")
 
 
@@ -44,11 +44,18 @@ def parse_args(argv) -> argparse.Namespace:
     rank.add_argument("--null-as", type=float, default=None,
                       help="value for a case score that is null (default: refuse such input)")
     rank.add_argument("--log-level", default=None)
+
+    raster = commands.add_parser("rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)")
+    raster.add_argument("phase_dir", type=Path)
+    raster.add_argument("--phantom", action="append", help="only this phantom (repeatable)")
+    raster.add_argument("--threads", type=int, default=1)
+    raster.add_argument("--force", action="store_true", help="overwrite existing label volumes")
+    raster.add_argument("--log-level", default=None)
     return parser.parse_args(argv)
 
 
 def _rescore(args) -> int:
-    from evaluation.rescore import rescore
+    from evaluation.organizer.rescore import rescore
 
     summary = rescore(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
     print(json.dumps(summary), flush=True)
@@ -56,7 +63,7 @@ def _rescore(args) -> int:
 
 
 def _rank(args) -> int:
-    from evaluation import ranking, ranking_report
+    from evaluation.organizer import ranking, ranking_report
 
     scores = ranking.load(args.inputs, null_as=args.null_as)
     result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
@@ -65,11 +72,22 @@ def _rank(args) -> int:
     return EXIT_OK
 
 
+def _rasterize(args) -> int:
+    from evaluation.suites.tomo_foam import rasterize_phase
+
+    written = rasterize_phase(args.phase_dir, args.phantom, args.threads, args.force)
+    print("\n".join(str(p) for p in written), flush=True)
+    return EXIT_OK
+
+
+RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize}
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     log.configure(args.log_level)
     try:
-        return _rescore(args) if args.command == "rescore" else _rank(args)
+        return RUN[args.command](args)
     except GraderError as exc:
         _log.error("operation_failed", command=args.command, message=str(exc))
         message = str(exc)

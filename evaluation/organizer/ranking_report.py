@@ -4,37 +4,17 @@ rank, black dot = median rank, black bar = the rank interval), ``pairwise.png`` 
 resamples in which the row beats the column) and ``ranking.html``, a self-contained page whose
 ``<section>`` (``html_section``) can be embedded in a larger report."""
 
-import base64
 import html
-import io
 from pathlib import Path
 
 import numpy as np
 
-from evaluation import report
+from evaluation import figures, report
 
 RANKING_JSON, RANKING_PNG, PAIRWISE_PNG, RANKING_HTML = "ranking.json", "ranking.png", "pairwise.png", "ranking.html"
 # Area in points^2 of a blob for a share of 1: about one rank step of the figure (0.3 inch) wide.
 _BLOB_AREA = 500.0
 _ANNOTATE_UP_TO = 20  # submissions: beyond this the pairwise cells are too small for numbers
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(figure) -> bytes:
-    """PNG bytes; large figures (many submissions) at a lower resolution to bound memory."""
-    buffer = io.BytesIO()
-    width, height = figure.get_size_inches()
-    figure.savefig(buffer, format="png", dpi=110 if width * height < 200 else 80, bbox_inches="tight")
-    _pyplot().close(figure)
-    return buffer.getvalue()
 
 
 def _labels(result: dict) -> list[str]:
@@ -43,7 +23,7 @@ def _labels(result: dict) -> list[str]:
 
 def rank_plot(result: dict) -> bytes:
     """Blob plot: submissions in leaderboard order along x, rank along y (1 at the top)."""
-    plt = _pyplot()
+    plt = figures.pyplot()
     subs = result["submissions"]
     n = len(subs)
     figure, axes = plt.subplots(figsize=(max(6.0, 0.38 * n + 2.5), max(4.0, 0.3 * n + 2.0)))
@@ -72,12 +52,12 @@ def rank_plot(result: dict) -> bytes:
                    f"dot: median rank, bar: {level} % interval, area and colour: share of resamples", fontsize=10)
     axes.grid(True, color="#dddddd", linewidth=0.5, zorder=0)
     figure.colorbar(blobs, ax=axes, fraction=0.03, pad=0.02, label="share of resamples")
-    return _png(figure)
+    return figures.png(figure)
 
 
 def pairwise_plot(result: dict) -> bytes:
     """Heat map: share of resamples in which the row's submission beats the column's."""
-    plt = _pyplot()
+    plt = figures.pyplot()
     wins = np.asarray(result["pairwise"]["row_beats_column"])
     n = wins.shape[0]
     size = max(4.5, 0.4 * n + 2.5)
@@ -94,7 +74,7 @@ def pairwise_plot(result: dict) -> bytes:
                               color="white" if abs(wins[i, j] - 0.5) > 0.3 else "black")
     axes.set_title("Share of resamples in which the row beats the column (ties count half)", fontsize=10)
     figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
-    return _png(figure)
+    return figures.png(figure)
 
 
 def _percent(share: float) -> str:
@@ -104,10 +84,6 @@ def _percent(share: float) -> str:
     if 0.995 <= share < 1:
         return ">99%"
     return f"{share:.0%}"
-
-
-def _image(png: bytes, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}" style="max-width:100%">'
 
 
 def html_section(result: dict, rank_png: bytes, pairwise_png: bytes) -> str:
@@ -135,21 +111,14 @@ Intervals are {level} % percentile intervals.</p>
 {chr(10).join(rows)}
 </tbody>
 </table>
-<figure>{_image(rank_png, "rank distribution per submission")}<figcaption>Rank distribution per submission.</figcaption></figure>
-<figure>{_image(pairwise_png, "pairwise comparison")}<figcaption>Share of resamples in which the row beats the column.</figcaption></figure>
+<figure>{figures.img(rank_png, "rank distribution per submission")}<figcaption>Rank distribution per submission.</figcaption></figure>
+<figure>{figures.img(pairwise_png, "pairwise comparison")}<figcaption>Share of resamples in which the row beats the column.</figcaption></figure>
 </section>"""
 
 
-def html_page(section: str) -> str:
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Ranking uncertainty</title>
-<style>body{{font-family:sans-serif;margin:2em;max-width:80em}} table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:right}} td:nth-child(2),th:nth-child(2){{text-align:left}}
-figure{{margin:2em 0}}</style></head>
-<body>
-{section}
-</body></html>
-"""
+PAGE_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:80em} table{border-collapse:collapse} "
+              "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right} "
+              "td:nth-child(2),th:nth-child(2){text-align:left} figure{margin:2em 0}")
 
 
 def write(output: Path, result: dict) -> list[Path]:
@@ -159,7 +128,7 @@ def write(output: Path, result: dict) -> list[Path]:
         RANKING_JSON: report.json_bytes(result),
         RANKING_PNG: rank_png,
         PAIRWISE_PNG: pairwise_png,
-        RANKING_HTML: html_page(html_section(result, rank_png, pairwise_png)).encode(),
+        RANKING_HTML: figures.page("Ranking uncertainty", html_section(result, rank_png, pairwise_png), PAGE_STYLE).encode(),
     }
     for name, content in files.items():
         report.write_atomic(output / name, content)
