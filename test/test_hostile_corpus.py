@@ -40,7 +40,7 @@ def test_the_corpus_is_large_enough():
     assert len({k.name for k in KINDS}) == len(KINDS) >= 100
 
 
-def test_the_readme_catalogue_lists_every_kind():
+def test_the_participants_catalogue_lists_every_kind():
     """The participants' catalogue is generated from this corpus
     (helpers/write_rejection_catalogue.py); a kind added or renamed without regenerating it
     fails here."""
