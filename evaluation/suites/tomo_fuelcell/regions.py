@@ -1,10 +1,10 @@
 """Dice of one binary class inside several, possibly nested, regions, from one pass of counts.
 
-Used for the TomoChallenge operando fuel cells (water Dice in four regions, the first of
-which contains the other three). Each voxel carries a region-membership pattern (bit ``k`` set
-when the voxel lies in region ``k``): from a region label volume through a lookup table, or
-from one mask per region. One histogram of (pattern, submitted, truth) per slab then gives
-every region's counts at once, however the regions overlap.
+The fuel cells' water Dice in four regions, the first of which contains the other three (the
+challenge website's definition; no code was published). Each voxel carries a region-membership
+pattern (bit ``k`` set when the voxel lies in region ``k``): from a region label volume through
+a lookup table, or from one mask per region. One histogram of (pattern, submitted, truth) per
+slab then gives every region's counts at once, however the regions overlap.
 """
 
 import math

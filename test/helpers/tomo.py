@@ -11,9 +11,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from evaluation.metrics.bitpack import pack
+from evaluation.readers.bitpack import pack
 
-TOMO = Path(__file__).resolve().parent / "fixtures" / "tomo"
+TOMO = Path(__file__).resolve().parent.parent / "fixtures" / "tomo"
 MANIFEST = json.loads((TOMO / "manifest.json").read_text())
 EXPECTED = json.loads((TOMO / "expected-foam.json").read_text())
 PHANTOMS = [p["name"] for p in MANIFEST["phantoms"]]

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.metrics.foam_phantom import FOAM, LARGE, MEDIUM, SMALL
+from evaluation.metrics.means import harmonic_mean
 from evaluation.metrics.small_histogram import small_histogram
+from evaluation.suites.tomo_foam.phantom import FOAM, LARGE, MEDIUM, SMALL
 
 N_LABELS = 5
 BINS = N_LABELS * 4  # key = label·4 + boundary·2 + predicted
@@ -98,7 +99,9 @@ class FoamCounts:
         return cls(np.asarray(histogram, dtype=np.int64).reshape(N_LABELS, 2, 2))
 
     def spec_counts(self) -> dict[str, int]:
-        """The intermediate counts of the conformance kit, by its names."""
+        """The integer counts behind the scores (``counts`` in metrics.json): ``metrics``'s own
+        ``tp_foam``, ``fp_foam``, ``fn_foam``, ``tp_<class>``, ``tp_edge``, ``fp_edge``,
+        ``fn_edge``, plus each void class's voxels and the boundary's."""
         n = self.n
         counts = {
             "tp_foam": n[FOAM, :, 1].sum(),
@@ -123,20 +126,6 @@ def _ratio(numerator: int, denominator: int) -> float:
     if denominator:
         return numerator / denominator
     return math.nan if numerator == 0 else math.inf
-
-
-def harmonic_mean(scores, defined_only: bool = False) -> float:
-    """``len / sum(1 / s)`` as the reference computes it: a zero score gives 0, an undefined
-    (NaN) one gives NaN. ``defined_only`` (a phase option, not the reference) leaves NaN
-    scores out, so a phantom without one void class still gets a rankable number."""
-    values = [float(s) for s in scores if not (defined_only and math.isnan(s))]
-    if not values:
-        return math.nan
-    if any(math.isnan(v) for v in values):
-        return math.nan
-    if any(v == 0 for v in values):
-        return 0.0
-    return len(values) / float(np.sum(1 / np.asarray(values, dtype=np.float64)))
 
 
 def foam_scores(counts: FoamCounts, defined_only: bool = False) -> dict[str, float]:
