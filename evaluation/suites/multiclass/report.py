@@ -5,13 +5,18 @@ the two conventions is visible), the class groups, and every class sorted by Dic
 number of images it occurs in and its zero-Dice share; then, for several models, a comparison
 against the baseline. Undefined values (a class in no image) print as ``n/a``. The same text
 is also written as ``report.html`` (a ``<pre>`` page) for platforms that show HTML.
+
+nnU-Net writes no report (its ``summary.json`` is JSON only); the layout is this project's.
 """
 
 import html
 
 import numpy as np
 
+from evaluation import figures
 from evaluation.metrics.classwise import Summary
+from evaluation.suites.multiclass.inputs import ModelLayout
+from evaluation.suites.multiclass.options import Options
 
 NA = "n/a"
 
@@ -41,7 +46,7 @@ def _table(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,
     return [line(header).rstrip(), "  " + "  ".join("-" * w for w in widths), *(line(r).rstrip() for r in rows)]
 
 
-def _class_label(options, j: int) -> str:
+def _class_label(options: Options, j: int) -> str:
     cid, name = options.class_ids[j], options.class_names[j]
     label = str(cid) if name == str(cid) else f"{cid} {name}"
     return label + " (background)" if cid == options.background and name != "background" else label
@@ -53,8 +58,8 @@ def _dice_order(values: np.ndarray, candidates: np.ndarray) -> list[int]:
     return [j for *_, j in sorted(keyed)]
 
 
-def overall(options, s: Summary, info: dict) -> list[str]:
-    missing = info["missing"]
+def overall(options: Options, s: Summary, info: ModelLayout) -> list[str]:
+    missing = info.missing
     lines = [f"images scored: {s.n_images}" + (f"   without a prediction: {missing}" if missing else ""),
              f"classes: {int(s.foreground.sum())} foreground"
              + (f" (+ background {options.background})" if options.background in options.class_ids else ""),
@@ -69,7 +74,7 @@ def overall(options, s: Summary, info: dict) -> list[str]:
     return lines + _table(["", "per-image", "pooled", ""], rows, left=(0, 3))
 
 
-def groups(options, s: Summary) -> list[str]:
+def groups(options: Options, s: Summary) -> list[str]:
     if not s.groups:
         return []
     rows = []
@@ -80,7 +85,7 @@ def groups(options, s: Summary) -> list[str]:
     return ["Groups (class-first: mean over the group's classes of their per-class means)", *_table(header, rows)]
 
 
-def classes(options, s: Summary) -> list[str]:
+def classes(options: Options, s: Summary) -> list[str]:
     rows = []
     for j in _dice_order(s.class_dice, np.arange(s.n_classes)):
         rows.append([_class_label(options, j), _number(s.class_dice[j]), _number(s.class_iou[j]), _number(s.pooled_dice[j]),
@@ -91,7 +96,7 @@ def classes(options, s: Summary) -> list[str]:
     return [note, *_table(header, rows)]
 
 
-def comparison(options, summaries: dict[str, Summary], baseline: str) -> list[str]:
+def comparison(options: Options, summaries: dict[str, Summary], baseline: str) -> list[str]:
     base = summaries[baseline]
     rows = []
     for model, s in summaries.items():
@@ -122,7 +127,7 @@ def comparison(options, summaries: dict[str, Summary], baseline: str) -> list[st
     return lines
 
 
-def render(options, summaries: dict[str, Summary], baseline: str | None, layout: dict) -> str:
+def render(options: Options, summaries: dict[str, Summary], baseline: str | None, layout: dict[str, ModelLayout]) -> str:
     title = "Multi-class segmentation report (nnU-Net v2 convention)"
     lines = [title, "=" * len(title),
              "Dice and IoU per image and class; a class in neither truth nor prediction is undefined (n/a) in that image.",
@@ -142,6 +147,5 @@ def render(options, summaries: dict[str, Summary], baseline: str | None, layout:
 def as_html(text: str) -> str:
     """The text report as a self-contained page (CodaBench shows ``report.html`` as the
     submission's detailed results)."""
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>Multi-class segmentation report</title>"
-            "<style>body{margin:1.5em}pre{font-size:13px}</style></head><body><pre>"
-            + html.escape(text) + "</pre></body></html>\n")
+    return figures.page("Multi-class segmentation report", "<pre>" + html.escape(text) + "</pre>",
+                        style="body{margin:1.5em}pre{font-size:13px}")

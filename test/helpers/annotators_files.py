@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 import tifffile
-
 from conftest import FIXTURES
 
 CASES = FIXTURES / "annotators" / "cases"
