@@ -13,7 +13,7 @@ import tifffile
 
 from conftest import ROOT, run_cli, validate_metrics
 from evaluation.errors import PhaseError
-from evaluation.metrics.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
+from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
 from evaluation.metrics.confusion import ClassIndex, class_counts
 from evaluation.suites.multiclass.options import parse_classes, parse_members
 from test_multiclass_parity import EXPECTED, load_cases, make_phase, write_label_map, write_model

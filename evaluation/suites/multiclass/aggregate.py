@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluation.contract import Outcome, Result
-from evaluation.metrics.classwise import Summary
+from evaluation.suites.multiclass.classwise import Summary
 from evaluation.suites.multiclass.inputs import Context, ModelLayout, json_key
 from evaluation.suites.multiclass.options import Options
 from evaluation.suites.multiclass.scoring import COUNT_KEYS

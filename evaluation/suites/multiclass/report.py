@@ -14,7 +14,7 @@ import html
 import numpy as np
 
 from evaluation import figures
-from evaluation.metrics.classwise import Summary
+from evaluation.suites.multiclass.classwise import Summary
 from evaluation.suites.multiclass.inputs import ModelLayout
 from evaluation.suites.multiclass.options import Options
 
