@@ -1,10 +1,12 @@
 """Bring a submitted array onto the ground truth's voxel grid (CellMap ``MatchedCrop``).
 
-Reproduces ``MatchedCrop.load_aligned`` of janelia-cellmap/cellmap-segmentation-challenge
-@0f50f70 step for step (SPEC section 4), including its quirks, because every one of them moves
-scores: resampling with scikit-image ``rescale`` (nearest for instance labels, linear +
-threshold 0.5 for semantic ones), a centred pad/crop when no voxel size is given, and a
-translation offset in which only the *input* translation is snapped to the target grid.
+Reproduces ``utils/matched_crop.py`` of janelia-cellmap/cellmap-segmentation-challenge
+@0f50f70 step for step (``MatchedCrop._load_source_array``, ``_load_array_chunked`` and
+``load_aligned``, as ``utils/eval_utils/scoring.py`` ``match_crop_space`` calls them), including
+its quirks, because every one of them moves scores: resampling with scikit-image ``rescale``
+(nearest for instance labels, linear + threshold 0.5 for semantic ones), a centred pad/crop
+when no voxel size is given, and a translation offset in which only the *input* translation is
+snapped to the target grid.
 """
 
 from dataclasses import dataclass
@@ -107,7 +109,8 @@ def _centre_pad_crop(image: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def voxel_offset(translation: np.ndarray, grid: Grid) -> np.ndarray:
     """Offset of the input's origin in target voxels. Only the input translation is snapped
-    to the grid (reference quirk, SPEC 4.6); ``//`` is numpy's fmod-based floor division."""
+    to the grid (reference quirk of ``MatchedCrop.load_aligned``, reproduced); ``//`` is numpy's
+    fmod-based floor division, as there."""
     target_vs = np.asarray(grid.voxel_size, dtype=np.float64)
     target_tr = np.asarray(grid.translation, dtype=np.float64)
     snapped = (translation // target_vs) * target_vs
@@ -191,8 +194,9 @@ def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio:
     region of it) as an array of ``grid.shape`` on the target grid.
 
     ``instance`` chooses nearest-neighbour resampling and must come from the reference's
-    global instance class list (SPEC 4, quirk 9.10). ``infer_scale_from_shape`` adds head's
-    rule for large arrays without a voxel size (``inferred_scale``); v2 centre-crops them."""
+    global instance class list (``match_crop_space`` hands ``config.py`` ``INSTANCE_CLASSES``
+    to ``MatchedCrop``, whatever list the caller scores with). ``infer_scale_from_shape`` adds
+    head's rule for large arrays without a voxel size (``inferred_scale``); v2 centre-crops them."""
     ndim = len(grid.shape)
     if len(source.shape) != ndim:
         raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
