@@ -1,0 +1,242 @@
+"""Differential test: the suite's bounded-memory (streamed, tiled) scoring of a (crop, label)
+against the whole-array path it replaced (``helpers/cellmap_reference.py``, the code of commit
+7a806e7), on many random crops written as zarr stores.
+
+Every case must give the same entry, float for float (NaN for NaN). The crops cover what the
+tiled path has to get right: touching instances of different ids, instances crossing tile faces
+(tiles are made tiny here, down to a few voxels, so every object crosses several), ids near
+2^32 and 2^64, anisotropic voxels, translated, centre-cropped and resampled predictions (up and
+down, both the whole-array and the reference's block-wise resampling), masks, empty truth or
+prediction, prediction-only and truth-only ids, noise that makes the crop pathological, and
+both reference versions.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import zarr
+
+from evaluation.suites.cellmap import alignment, head, scoring, v2
+from evaluation.suites.cellmap.alignment import Grid
+from evaluation.suites.cellmap.inputs import Pair
+from evaluation.suites.cellmap.options import Limits
+from helpers import cellmap_reference as reference
+
+VERSIONS = {"v2": v2, "head": head}
+VOXEL_SIZES = [(8.0, 8.0, 8.0), (10.0, 4.0, 4.0), (3.24, 3.24, 2.5), (1.74, 2.0, 2.0)]
+ID_BASES = {"small": 0, "2^32": 2**32 - 6, "2^64": 2**64 - 40}
+COMMON = ("num_voxels", "voxel_size", "is_missing")
+
+
+# --------------------------------------------------------------------------------------------
+# Random crops
+
+
+def _blob(rng, shape, low, high):
+    """A random box or ellipsoid: (region slices, boolean shape on that region)."""
+    size = np.array([rng.integers(low, max(low + 1, min(high, s) + 1)) for s in shape])
+    start = np.array([rng.integers(-1, max(0, s - n) + 2) for s, n in zip(shape, size)])
+    start = np.clip(start, 0, np.maximum(np.array(shape) - size, 0))
+    region = tuple(slice(int(a), int(a + n)) for a, n in zip(start, size))
+    extent = tuple(r.stop - r.start for r in region)
+    if rng.random() < 0.5:
+        inside = np.ones(extent, bool)
+    else:
+        grid = np.ogrid[tuple(slice(0, n) for n in extent)]
+        inside = sum(((g + 0.5 - n / 2) / (n / 2)) ** 2 for g, n in zip(grid, extent)) <= 1.0
+    return region, inside
+
+
+def truth_instances(rng, shape, dtype, base):
+    truth = np.zeros(shape, dtype)
+    ids = []
+    for k in range(int(rng.integers(0, 9))):
+        region, inside = _blob(rng, shape, 2, 9)
+        label = base + 1 + k + int(rng.integers(0, 3)) * (base == 0)
+        truth[region][inside] = label
+        ids.append(label)
+    if ids and rng.random() < 0.5:  # two instances touching face to face
+        z = int(rng.integers(0, shape[0]))
+        y0 = int(rng.integers(0, max(1, shape[1] - 4)))
+        truth[z:z + 3, y0:y0 + 2, :4] = ids[0]
+        truth[z:z + 3, y0 + 2:y0 + 4, :4] = ids[-1]
+    return truth
+
+
+def perturbed(rng, truth, dtype, base):
+    """The truth's instances jittered, split, merged, dropped, plus false positives."""
+    pred = np.zeros(truth.shape, dtype)
+    ids = [int(i) for i in np.unique(truth) if i != 0]
+    fresh = base + 100
+    top = np.iinfo(dtype).max if np.dtype(dtype).kind in "ui" else 2**24
+    for label in ids:
+        region = truth == label
+        roll = rng.random()
+        if roll < 0.1:
+            continue
+        if roll < 0.6:
+            region = np.roll(region, tuple(rng.integers(-2, 3, size=3)), axis=(0, 1, 2))
+            pred[region] = min(label, top)
+        elif roll < 0.8:
+            half = np.indices(region.shape)[rng.integers(0, 3)] < rng.integers(0, max(truth.shape))
+            pred[region & half] = min(label, top)
+            pred[region & ~half] = min(fresh, top)
+            fresh += 1
+        else:
+            pred[region] = min(ids[0], top)  # merged into another instance's id
+    for _ in range(int(rng.integers(0, 4))):  # prediction-only ids
+        region, inside = _blob(rng, truth.shape, 1, 5)
+        pred[region][inside] = min(fresh, top)
+        fresh += 1
+    if rng.random() < 0.3:  # a thin wall touching everything: one long component
+        axis = int(rng.integers(0, 3))
+        index = [slice(None)] * 3
+        index[axis] = int(rng.integers(0, truth.shape[axis]))
+        pred[tuple(index)] = min(ids[0] if ids else fresh, top)
+    return pred
+
+
+def noise(rng, shape, dtype):
+    pred = np.zeros(shape, dtype)
+    pred[::2, ::2, ::2] = (rng.random(pred[::2, ::2, ::2].shape) < 0.7) * rng.integers(1, 5, pred[::2, ::2, ::2].shape)
+    return pred
+
+
+def semantic(rng, shape, dtype, base_on=None):
+    if base_on is not None:
+        mask = np.roll(base_on > 0, tuple(rng.integers(-1, 2, size=3)), axis=(0, 1, 2))
+        mask ^= rng.random(shape) < 0.03
+    else:
+        mask = np.zeros(shape, bool)
+        for _ in range(int(rng.integers(0, 6))):
+            region, inside = _blob(rng, shape, 2, 12)
+            mask[region] |= inside
+    if dtype == np.float32:
+        return np.where(mask, rng.uniform(0.3, 1.0, shape), rng.uniform(0.0, 0.7, shape) * (rng.random(shape) < 0.2)).astype(np.float32)
+    return mask.astype(dtype)
+
+
+def write(path, data, attrs, rng):
+    chunks = tuple(int(rng.integers(2, max(3, s + 1))) for s in data.shape)
+    array = zarr.open_array(str(path), mode="w", shape=data.shape, dtype=data.dtype, chunks=chunks, zarr_format=2)
+    array[...] = data
+    array.attrs.update(attrs)
+
+
+def random_case(seed: int, folder):
+    """A random (crop, label) written into ``folder``: the task's Pair and a description."""
+    rng = np.random.default_rng(seed)
+    version = "v2" if seed % 2 else "head"
+    instance = rng.random() < 0.7
+    shape = tuple(int(rng.integers(5, 26)) for _ in range(3))
+    voxel_size = VOXEL_SIZES[int(rng.integers(0, len(VOXEL_SIZES)))]
+    translation = tuple(float(v * rng.integers(0, 50)) for v in voxel_size)
+    grid = Grid(voxel_size, shape, translation)
+    kind = str(rng.choice(list(ID_BASES), p=[0.6, 0.2, 0.2])) if instance else "small"
+    base = ID_BASES[kind]
+    if instance:
+        truth_dtype = np.uint64 if base else rng.choice([np.uint8, np.uint16, np.uint32, np.uint64, np.int32])
+        truth = truth_instances(rng, shape, truth_dtype, base)
+        if rng.random() < 0.08:
+            truth[...] = 0
+        pred_dtype = np.uint64 if base else rng.choice([np.uint8, np.uint16, np.uint32, np.uint64, np.int64])
+        roll = rng.random()
+        pred = (np.zeros(shape, pred_dtype) if roll < 0.06 else noise(rng, shape, pred_dtype) if roll < 0.12
+                else perturbed(rng, truth, pred_dtype, base))
+        label = "mito" if rng.random() < 0.9 else "er"  # "er" scored as an instance: resampled linearly
+    else:
+        truth = semantic(rng, shape, rng.choice([np.uint8, bool]))
+        pred = semantic(rng, shape, rng.choice([np.uint8, bool, np.float32]), base_on=truth if rng.random() < 0.7 else None)
+        if rng.random() < 0.08:
+            pred[...] = 0
+        label = "er" if rng.random() < 0.9 else "mito"  # "mito" scored as semantic: resampled by nearest neighbour
+    pred_attrs = {"voxel_size": list(voxel_size), "translation": list(translation)}
+    geometry = str(rng.choice(["same", "shifted", "resized", "coarse", "fine", "odd"], p=[0.3, 0.2, 0.1, 0.2, 0.1, 0.1]))
+    if geometry == "shifted":
+        offset = rng.integers(-3, 4, size=3) * np.asarray(voxel_size) + rng.uniform(-0.4, 0.4, 3) * np.asarray(voxel_size)
+        pred_attrs["translation"] = list(np.asarray(translation) + offset)
+    elif geometry == "resized":  # no voxel size: centre-padded or cropped
+        pred = pred[tuple(slice(int(rng.integers(0, 3)), None) for _ in range(3))]
+        pred = np.pad(pred, [(0, int(rng.integers(0, 4)))] * 3)
+        pred_attrs = {"translation": list(translation)} if rng.random() < 0.5 else {}
+    elif geometry in ("coarse", "fine", "odd"):
+        factor = {"coarse": 2.0, "fine": 0.5, "odd": float(rng.choice([1.5, 0.75, 3.0]))}[geometry]
+        step = np.asarray(voxel_size) * factor
+        pred = pred[::2, ::2, ::2] if factor >= 2 else np.repeat(np.repeat(np.repeat(pred, 2, 0), 2, 1), 2, 2) if factor <= 0.5 else pred
+        pred_attrs = {"voxel_size": list(step), "translation": list(np.asarray(translation) + rng.integers(-2, 3, 3) * step)}
+    if pred.size == 0:
+        pred = np.zeros((1, 1, 1), pred.dtype)
+    crop = folder / "truth.zarr" / "crop1"
+    write(crop / label, truth, {"voxel_size": list(voxel_size), "translation": list(translation)}, rng)
+    mask = None
+    if rng.random() < 0.2:
+        mask = crop / f"{label}_mask"
+        write(mask, (rng.random(shape) < 0.85).astype(np.uint8), {"voxel_size": list(voxel_size)}, rng)
+    write(folder / "submission.zarr" / "crop1" / label, pred, pred_attrs, rng)
+    limits = Limits.reference()
+    if base:  # a matching graph has one node per truth id up to the largest: unmatchable (in both paths)
+        limits = Limits(**{**limits.__dict__, "max_overlap_edges": 0})
+    elif rng.random() < 0.1:
+        limits = Limits(**{**limits.__dict__, "max_overlap_edges": int(rng.integers(0, 4))})
+    pair = Pair(crop="crop1", label=label, display=f"crop1/{label}", truth=crop / label,
+                pred=folder / "submission.zarr" / "crop1" / label, mask=mask, grid=grid, instance=instance,
+                version=version, limits=limits, pathological_crops=str(rng.choice(["ignore", "unmatched"])) if version == "head" else "ignore")
+    return pair, f"seed {seed}: {version} {'instance' if instance else 'semantic'} {label} {shape} {voxel_size} ids {kind} geometry {geometry} mask {mask is not None}"
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+
+
+def same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def outcome(score):
+    try:
+        return score()
+    except Exception as exc:  # both paths must fail alike (e.g. a submission error)
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def check(pair, description):
+    version = VERSIONS[pair.version]
+    expected = outcome(lambda: reference.score(pair, version.INFER_SCALE_FROM_SHAPE))
+    got = outcome(lambda: scoring.score(pair, version))
+    got = {k: v for k, v in got.items() if k not in COMMON}
+    differing = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected) if not same(got.get(k), expected.get(k))}
+    assert not differing, f"{description}: {differing}"
+
+
+@pytest.fixture(params=["whole", "tiles"])
+def tiling(request, monkeypatch):
+    """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces."""
+    if request.param == "tiles":
+        volumes = pytest.importorskip("evaluation.suites.cellmap.volumes")
+
+        monkeypatch.setattr(volumes, "TILE_VOXELS", 300)
+        monkeypatch.setattr(volumes, "BOX_VOXELS", 200)
+    return request.param
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_streamed_scoring_equals_the_whole_array_path(seed, tiling, tmp_path):
+    pair, description = random_case(seed, tmp_path)
+    check(pair, f"{tiling} {description}")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_block_wise_resampling_equals_the_whole_array_path(seed, tiling, tmp_path, monkeypatch):
+    """The reference resamples arrays above 500 MiB in blocks of 297 voxels; here the threshold
+    and the block edge are made small enough for a test crop (both paths read them from
+    ``alignment``)."""
+    monkeypatch.setattr(alignment, "CHUNKED_LOADING_MIB", 0)
+    monkeypatch.setattr(alignment, "CHUNK_EDGE", int(np.random.default_rng(seed).integers(3, 8)))
+    for offset in range(0, 4000, 1000):
+        pair, description = random_case(seed + offset, tmp_path / str(offset))
+        check(pair, f"{tiling} block-wise {description}")
