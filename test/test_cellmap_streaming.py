@@ -16,12 +16,12 @@ import math
 import numpy as np
 import pytest
 import zarr
+from helpers import cellmap_reference as reference
 
 from evaluation.suites.cellmap import alignment, head, scoring, v2
 from evaluation.suites.cellmap.alignment import Grid
 from evaluation.suites.cellmap.inputs import Pair
 from evaluation.suites.cellmap.options import Limits
-from helpers import cellmap_reference as reference
 
 VERSIONS = {"v2": v2, "head": head}
 VOXEL_SIZES = [(8.0, 8.0, 8.0), (10.0, 4.0, 4.0), (3.24, 3.24, 2.5), (1.74, 2.0, 2.0)]
@@ -217,9 +217,10 @@ def check(pair, description):
 def tiling(request, monkeypatch):
     """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces."""
     if request.param == "tiles":
-        volumes = pytest.importorskip("evaluation.suites.cellmap.volumes")
+        from evaluation.suites.cellmap import volumes
 
         monkeypatch.setattr(volumes, "TILE_VOXELS", 300)
+        monkeypatch.setattr(volumes, "SEMANTIC_TILE_BYTES", 2000)
         monkeypatch.setattr(volumes, "BOX_VOXELS", 200)
     return request.param
 
@@ -240,3 +241,68 @@ def test_block_wise_resampling_equals_the_whole_array_path(seed, tiling, tmp_pat
     for offset in range(0, 4000, 1000):
         pair, description = random_case(seed + offset, tmp_path / str(offset))
         check(pair, f"{tiling} block-wise {description}")
+
+
+# --------------------------------------------------------------------------------------------
+# Alignment region by region
+
+
+def _random_source(rng, instance):
+    shape = tuple(int(rng.integers(1, 14)) for _ in range(3))
+    kind = rng.integers(0, 6)
+    if instance:
+        dtype = rng.choice([np.uint8, np.uint16, np.uint64, np.int32, bool, np.float32])
+        if dtype == np.uint64 and kind < 2:
+            return (np.uint64(2**64 - 1) - rng.integers(0, 3000, shape, dtype=np.uint64)) * (rng.random(shape) < 0.6)
+        return (rng.integers(0, 5, shape) * (rng.random(shape) < 0.7)).astype(dtype)
+    if kind == 0:
+        return np.ones(shape, rng.choice([np.uint8, bool, np.float32]))  # 0 outside the input's range
+    if kind == 1:
+        values = rng.uniform(-0.5, 1.5, shape).astype(np.float32)
+        values[rng.random(shape) < 0.1] = rng.choice([np.nan, np.inf, -np.inf])
+        return values
+    if kind == 2:
+        return rng.uniform(0.6, 0.9, shape).astype(rng.choice([np.float32, np.float64, np.float16]))
+    return (rng.random(shape) < 0.5).astype(rng.choice([np.uint8, bool, np.float32, np.int16]))
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_aligned_regions_equal_the_whole_aligned_array(seed, monkeypatch):
+    """``alignment.aligned`` read in random boxes gives ``alignment.align``'s array: every
+    resampling path (whole array, block-wise, identity zoom, anti-aliasing, clip bounds with 0
+    outside the input's range, NaN and infinities, uint64 ids beyond 2^53), pad/crop and
+    translation."""
+    rng = np.random.default_rng(seed)
+    instance = bool(rng.random() < 0.5)
+    source = _random_source(rng, instance)
+    if rng.random() < 0.3:
+        monkeypatch.setattr(alignment, "CHUNKED_LOADING_MIB", 0)
+        monkeypatch.setattr(alignment, "CHUNK_EDGE", int(rng.integers(2, 6)))
+    vs = np.array(VOXEL_SIZES[int(rng.integers(0, len(VOXEL_SIZES)))])
+    shape = tuple(int(rng.integers(1, 20)) for _ in range(3))
+    grid = Grid(tuple(vs), shape, tuple(float(v * rng.integers(0, 9)) for v in vs))
+    attrs = {}
+    if rng.random() < 0.8:
+        factor = rng.choice([1.0, 2.0, 0.5, 1.5, 0.7, 3.0, 1.01], size=3 if rng.random() < 0.3 else 1)
+        attrs["voxel_size"] = list(vs * factor)
+    if rng.random() < 0.7:
+        attrs["translation"] = list(np.asarray(grid.translation) + rng.uniform(-4, 4, 3) * vs)
+    infer = bool(rng.random() < 0.5)
+    read = lambda region: source[region]  # noqa: E731
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            expected = alignment.align(source, attrs, grid, instance, read, 4096, "x", infer)
+        except Exception as exc:  # refused alike
+            with pytest.raises(type(exc)):
+                alignment.aligned(source, attrs, grid, instance, read, 4096, "x", infer)
+            return
+        volume = alignment.aligned(source, attrs, grid, instance, read, 4096, "x", infer)
+        assert volume.shape == expected.shape and volume.dtype == expected.dtype
+        for _ in range(4):
+            box = tuple(slice(int(a), int(b)) for a, b in (sorted(rng.integers(0, n + 1, 2)) for n in shape))
+            got = volume.read(box)
+            assert got.dtype == expected.dtype and got.tobytes() == expected[box].tobytes(), (seed, box)
+        assert volume.read(tuple(slice(0, n) for n in shape)).tobytes() == expected.tobytes()

@@ -7,14 +7,25 @@ its quirks, because every one of them moves scores: resampling with scikit-image
 (nearest for instance labels, linear + threshold 0.5 for semantic ones), a centred pad/crop
 when no voxel size is given, and a translation offset in which only the *input* translation is
 snapped to the target grid.
+
+``align`` builds the whole aligned array, as the reference does; ``aligned`` gives the same
+array as a volume (``volumes.py``) read region by region, which is what scoring uses: the
+translation and the centre pad/crop are integer windows on the stored array, and resampling
+evaluates scikit-image's own interpolation (``scipy.ndimage``'s ``zoom_shift``, which
+``ndimage.zoom`` calls) for just the requested output region, so every voxel is computed by the
+same arithmetic as in the whole-array call.
 """
 
+import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import ndimage
 from skimage.transform import rescale
 
 from evaluation.errors import SubmissionError
+from evaluation.suites.cellmap.volumes import Box, Window, box_shape
 
 SEMANTIC_THRESHOLD = 0.5
 # Above this many MiB (as float32) the reference resamples block by block.
@@ -218,3 +229,221 @@ def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio:
     if offset.any() or image.shape != tuple(grid.shape):
         return _place(image, offset, tuple(grid.shape))
     return image
+
+
+# --------------------------------------------------------------------------------------------
+# The aligned prediction as a volume, region by region
+
+
+class _Rescaling:
+    """``skimage.transform.rescale(image, scale, order, mode="constant", preserve_range=True)``
+    (scikit-image ``transform/_warps.py``: ``rescale`` -> ``resize`` -> ``ndimage.zoom`` with
+    ``grid_mode=True`` and ``_clip_warp_output``) split in two: ``__init__`` does what concerns
+    the whole input (float conversion, the anti-aliasing Gaussian, the input's value range),
+    ``region`` evaluates any box of the output.
+
+    ``ndimage.zoom`` computes every output voxel from per-axis coordinate tables
+    ``((k + shift) + 0.5) * zoom - 0.5``; calling its C routine with an integer ``shift`` and an
+    output of the box's shape evaluates exactly the voxels ``k + shift`` of the whole call. The
+    clip needs the output's own minimum and maximum only when 0 lies outside the input's range
+    (``preserve_cval``); they are then computed once, in slabs."""
+
+    def __init__(self, image: np.ndarray, scale, order: int):
+        input_type = image.dtype
+        if input_type == np.float16:
+            image = image.astype(np.float32)
+        in_shape = image.shape
+        out_shape = _rescale_shape(in_shape, scale)
+        factors = np.divide(in_shape, out_shape)  # resize
+        anti_aliasing = (input_type.kind != "b" and not (np.issubdtype(input_type, np.integer) and order == 0)
+                         and any(x < y for x, y in zip(out_shape, in_shape)))
+        if order > 0 and image.dtype.char not in "df":  # convert_to_float(preserve_range=True)
+            image = image.astype(float)
+        self.minimum, self.maximum, self._nan = self._range(image)
+        self._clip_type = image.dtype.type
+        if anti_aliasing:
+            sigma = np.maximum(0, (factors - 1) / 2)
+            # in place when the array is ours: the same values (each line is filtered from a
+            # copy), without a second input-sized array
+            own = image.flags.owndata and image.flags.writeable
+            image = ndimage.gaussian_filter(image, sigma, cval=0, mode="grid-constant", output=image if own else None)
+        zoom = [1 / f for f in factors]
+        self.shape = tuple(int(round(ii * jj)) for ii, jj in zip(in_shape, zoom))  # ndimage.zoom
+        self.identity = all(z == 1 for z in zoom)  # ndimage.zoom then returns a copy of its input
+        self.zoom = np.ascontiguousarray(np.divide(np.array(in_shape), np.array(self.shape), dtype=np.float64))
+        self.filtered, self.order = image, order
+        self._mode = ndimage._ni_support._extend_mode_to_code("grid-constant")
+        self._bounds = None
+
+    @staticmethod
+    def _range(image):
+        low = np.min(image) if image.size else 0
+        if np.isnan(low):
+            return np.nanmin(image), np.nanmax(image), True
+        return low, np.max(image), False
+
+    def _raw(self, box: Box) -> np.ndarray:
+        if self.identity:
+            return self.filtered[box].copy()
+        out = np.zeros(box_shape(box), dtype=self.filtered.dtype)
+        shift = np.array([s.start for s in box], dtype=np.float64)
+        ndimage._nd_image.zoom_shift(self.filtered, self.zoom, shift, out, self.order, self._mode, 0.0, 0, True)
+        return out
+
+    def _clip_bounds(self):
+        """``_clip_warp_output``'s bounds, from the input's range and, if 0 is outside it, the
+        whole output's."""
+        if self._bounds is None:
+            low, high = self.minimum, self.maximum
+            if not low <= 0 <= high:
+                reduce_min, reduce_max = (np.nanmin, np.nanmax) if self._nan else (np.min, np.max)
+                lows, highs = [], []
+                step = max(1, (8 << 20) // max(1, math.prod(self.shape[1:])))
+                for z in range(0, self.shape[0], step):
+                    part = self._raw((slice(z, min(z + step, self.shape[0])),) + tuple(slice(0, n) for n in self.shape[1:]))
+                    lows.append(reduce_min(part))
+                    highs.append(reduce_max(part))
+                if reduce_min(np.array(lows)) <= 0 <= reduce_max(np.array(highs)):
+                    zero = self._clip_type(0)
+                    low, high = min(low, zero), max(high, zero)
+            self._bounds = (np.asarray(low), np.asarray(high))
+        return self._bounds
+
+    def region(self, box: Box) -> np.ndarray:
+        out = self._raw(box)
+        low, high = self._clip_bounds()
+        np.clip(out, low, high, out=out)
+        return out
+
+
+def _rescale_shape(shape, scale) -> tuple:
+    """``rescale``'s output shape handed to ``resize`` (floats): ``max(round(scale * n), 1)``."""
+    return tuple(np.maximum(np.round(np.atleast_1d(scale) * np.asarray(shape)), 1))
+
+
+def _zoomed_length(length: int, scale: float) -> int:
+    """The length of one axis of ``rescale``'s result, as ``ndimage.zoom`` computes it."""
+    (out,) = _rescale_shape((length,), np.array([scale]))
+    return int(round(length * (1 / (length / out))))
+
+
+def _prepare(block: np.ndarray, scale, instance: bool) -> _Rescaling:
+    """``_rescale``'s call on ``block``: nearest for instances, linear for semantic labels
+    (booleans as float32 first)."""
+    if instance:
+        return _Rescaling(block, scale, 0)
+    return _Rescaling(block.astype(np.float32) if block.dtype == bool else block, scale, 1)
+
+
+class Resampled:
+    """The whole-array path of ``align`` (``_rescale`` of the array read at once, then the 0.5
+    threshold for semantic labels) as a volume. The input is held (as the float array that
+    ``rescale`` interpolates) for the task's duration; its size is bounded by
+    ``CHUNKED_LOADING_MIB``, above which ``BlockResampled`` applies."""
+
+    def __init__(self, read, source_dtype, scale, instance: bool):
+        self.instance, self.source_dtype = instance, np.dtype(source_dtype)
+        self.rescaling = _prepare(read(Ellipsis), scale, instance)
+        self.shape = self.rescaling.shape
+        self.dtype = self.source_dtype if instance else np.dtype(bool)
+
+    def read(self, box: Box) -> np.ndarray:
+        values = self.rescaling.region(box)
+        return values.astype(self.source_dtype) if self.instance else values > SEMANTIC_THRESHOLD
+
+
+class BlockResampled:
+    """``_rescale_blocks`` as a volume: the source in blocks of CHUNK_EDGE voxels, each resampled
+    on its own and written at ``int(start * scale)``, later blocks over earlier ones. Along each
+    axis, every output index therefore belongs to the last block whose output covers it (or to
+    none: zero); a region is assembled from the parts its owning blocks give, each evaluated by
+    that block's own ``rescale``. Prepared blocks are kept in a small cache."""
+
+    CACHE_BYTES = 1 << 30
+
+    def __init__(self, read, source_shape, source_dtype, scale, instance: bool):
+        self.read_source, self.source_shape = read, tuple(int(n) for n in source_shape)
+        self.source_dtype, self.scale, self.instance = np.dtype(source_dtype), np.asarray(scale, dtype=np.float64), instance
+        self.shape = tuple(max(1, int(np.round(s * f))) for s, f in zip(self.source_shape, self.scale))
+        self.dtype = self.source_dtype if instance else np.dtype(bool)
+        self.owners = []
+        for n, f, out in zip(self.source_shape, self.scale, self.shape):
+            owner = np.full(out, -1, dtype=np.int64)
+            at = np.zeros(len(range(0, n, CHUNK_EDGE)), dtype=np.int64)
+            for j, b in enumerate(range(0, n, CHUNK_EDGE)):
+                small = _zoomed_length(min(b + CHUNK_EDGE, n) - b, f)
+                at[j] = int(b * f)
+                owner[at[j]:min(at[j] + small, out)] = j
+            self.owners.append((owner, at))
+        self._cache: OrderedDict = OrderedDict()
+
+    def _block(self, index) -> _Rescaling:
+        if index in self._cache:
+            self._cache.move_to_end(index)
+            return self._cache[index]
+        region = tuple(slice(j * CHUNK_EDGE, min((j + 1) * CHUNK_EDGE, n)) for j, n in zip(index, self.source_shape))
+        block = _prepare(self.read_source(region), self.scale, self.instance)
+        self._cache[index] = block
+        while len(self._cache) > 1 and sum(b.filtered.nbytes for b in self._cache.values()) > self.CACHE_BYTES:
+            self._cache.popitem(last=False)
+        return block
+
+    def read(self, box: Box) -> np.ndarray:
+        out = np.zeros(box_shape(box), dtype=self.source_dtype if self.instance else np.float32)
+        runs = []
+        for s, (owner, _) in zip(box, self.owners):
+            o = owner[s.start:s.stop]
+            edges = np.flatnonzero(np.diff(o)) + 1
+            starts, stops = np.concatenate([[0], edges]), np.concatenate([edges, [o.size]])
+            runs.append([(int(o[a]), a, b) for a, b in zip(starts, stops) if o[a] >= 0])
+        for parts in _product(runs):
+            index = tuple(p[0] for p in parts)
+            block = self._block(index)
+            local = tuple(slice(s.start + a - int(at[j]), s.start + b - int(at[j]))
+                          for s, (j, a, b), (_, at) in zip(box, parts, self.owners))
+            values = block.region(local)
+            out[tuple(slice(a, b) for _, a, b in parts)] = values.astype(self.source_dtype) if self.instance else values
+        return out if self.instance else out > SEMANTIC_THRESHOLD
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for first in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (first,) + rest
+
+
+def aligned(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
+            infer_scale_from_shape: bool = False):
+    """``align``'s result as a volume of ``grid.shape`` (same checks, same values, same dtype),
+    read region by region: ``read(region)`` loads a region of ``source``."""
+    ndim = len(grid.shape)
+    if len(source.shape) != ndim:
+        raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
+    if 0 in source.shape:
+        raise SubmissionError(f"{display}: has an empty axis (shape {tuple(source.shape)})")
+    scale, voxel_size, translation = resampling(tuple(source.shape), attrs, grid, max_size_ratio, display, infer_scale_from_shape)
+    large = np.prod(source.shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB
+    stored = _Reader(read, tuple(source.shape), source.dtype)
+    if scale is not None and large:
+        image = BlockResampled(read, source.shape, source.dtype, scale, instance)
+    elif scale is not None:
+        image = Resampled(read, source.dtype, scale, instance)
+    elif voxel_size is None and tuple(source.shape) != tuple(grid.shape):
+        # _centre_pad_crop: padded by (t - s) // 2 before, or cropped from (s - t) // 2
+        origin = [(s - t) // 2 if s > t else -((t - s) // 2) for s, t in zip(source.shape, grid.shape)]
+        image = Window(stored, origin, grid.shape)
+    else:
+        image = stored
+    offset = voxel_offset(translation, grid) if translation is not None else np.zeros(ndim, dtype=int)
+    return Window(image, -offset, grid.shape)
+
+
+class _Reader:
+    def __init__(self, read, shape, dtype):
+        self.read_region, self.shape, self.dtype = read, shape, np.dtype(dtype)
+
+    def read(self, box: Box) -> np.ndarray:
+        return self.read_region(box)

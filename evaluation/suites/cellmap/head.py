@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.metrics.overlap import binary_counts
+from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.aggregate import overall
 from evaluation.suites.cellmap.inputs import Pair, count_instances
 from evaluation.suites.cellmap.instances import Instances, Pathological, normalize_distances
@@ -30,15 +31,21 @@ COUNTS = ("tp", "fp", "fn")
 # Per-label counts (utils/eval_utils/scoring.py)
 
 
-def score_label(pred: np.ndarray, truth: np.ndarray, pair: Pair) -> dict:
+def score_label(pred, truth, pair: Pair) -> dict:
+    """``pred`` and ``truth`` are volumes (``volumes.py``) on the crop's grid."""
     if pair.instance:
-        return score_instance(pred, truth, pair.grid.voxel_size, pair.limits, pair.pathological_crops)
-    return score_semantic(pred, truth)
+        whole = volumes.whole(truth.shape)
+        return score_instance(pred.read(whole), truth.read(whole), pair.grid.voxel_size, pair.limits, pair.pathological_crops)
+    return semantic_counts(volumes.foreground_counts(truth, pred))
 
 
 def score_semantic(pred: np.ndarray, truth: np.ndarray) -> dict:
+    """``score_semantic`` of two arrays."""
+    return semantic_counts(binary_counts(np.asarray(truth) > 0, np.asarray(pred) > 0))
+
+
+def semantic_counts(counts) -> dict:
     """Voxel tp/fp/fn of ``pred > 0`` vs ``truth > 0`` (``score_semantic``)."""
-    counts = binary_counts(truth > 0, pred > 0)
     return {"tp": counts.tp, "fp": counts.fp, "fn": counts.fn, "status": "scored"}
 
 

@@ -21,7 +21,8 @@ from evaluation.phase import Phase
 from evaluation.readers import zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
 from evaluation.submission import Submission
-from evaluation.suites.cellmap.alignment import Grid, align, resampled_shape, resampling
+from evaluation.suites.cellmap import volumes
+from evaluation.suites.cellmap.alignment import Grid, aligned, resampled_shape, resampling
 from evaluation.suites.cellmap.options import INSTANCE_CLASSES, Limits, Options
 from evaluation.suites.cellmap.versions import Version
 
@@ -213,19 +214,16 @@ def _not_submitted(truth_path: Path, instance: bool, grid: Grid | None, version:
 # Reading a task's arrays
 
 
-def _read_trusted(path: Path, display: str) -> np.ndarray:
-    return zarr_store.read_array(zarr_store.open_array(path, display, trusted=True), display, trusted=True)
-
-
-def read_pair(pair: Pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(truth, prediction on the truth's grid), both multiplied by the mask if there is one
-    (``scoring.py`` ``score_label``). The resampling order follows the reference's global
-    instance list, whatever ``instance_classes`` says (``match_crop_space``)."""
-    truth = _read_trusted(pair.truth, "truth array")
+def open_pair(pair: Pair, infer_scale_from_shape: bool):
+    """(truth, prediction on the truth's grid) as volumes read region by region, both multiplied
+    by the mask if there is one (``scoring.py`` ``score_label``). The resampling order follows
+    the reference's global instance list, whatever ``instance_classes`` says
+    (``match_crop_space``). Only metadata is read here."""
+    truth = volumes.ZarrVolume(zarr_store.open_array(pair.truth, "truth array", trusted=True), "truth array", trusted=True)
     if truth.shape != tuple(pair.grid.shape):
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
-    pred = align(
+    pred = aligned(
         source, zarr_store.attributes(source), pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
         read=lambda region: zarr_store.read_array(source, pair.display, region=region),
@@ -233,8 +231,8 @@ def read_pair(pair: Pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.
         infer_scale_from_shape=infer_scale_from_shape,
     )
     if pair.mask:
-        mask = _read_trusted(pair.mask, "mask")
-        pred, truth = pred * mask, truth * mask
+        mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask", trusted=True), "mask", trusted=True)
+        pred, truth = volumes.Masked(pred, mask), volumes.Masked(truth, mask)
     return truth, pred
 
 

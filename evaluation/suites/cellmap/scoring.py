@@ -3,7 +3,7 @@ the fields every entry carries (``utils/eval_utils/scoring.py`` ``score_label``)
 
 import numpy as np
 
-from evaluation.suites.cellmap.inputs import Pair, read_pair
+from evaluation.suites.cellmap.inputs import Pair, open_pair
 from evaluation.suites.cellmap.versions import Version
 
 
@@ -17,5 +17,5 @@ def entry_fields(shape, voxel_size, missing: bool) -> dict:
 
 def score(pair: Pair, version: Version) -> dict:
     """``version`` is the module of ``pair.version``."""
-    truth, pred = read_pair(pair, version.INFER_SCALE_FROM_SHAPE)
+    truth, pred = open_pair(pair, version.INFER_SCALE_FROM_SHAPE)
     return {**version.score_label(pred, truth, pair), **entry_fields(truth.shape, pair.grid.voxel_size, missing=False)}

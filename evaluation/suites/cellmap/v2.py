@@ -14,6 +14,7 @@ import numpy as np
 from evaluation.metrics import binary
 from evaluation.metrics.overlap import Contingency, binary_counts
 from evaluation.metrics.voi import rand_voi
+from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.aggregate import overall
 from evaluation.suites.cellmap.inputs import Pair
 from evaluation.suites.cellmap.instances import Instances, Pathological, max_distance, normalize_distances
@@ -30,16 +31,22 @@ SEMANTIC_KEYS = ("iou", "dice_score")
 # Per-label scores (utils/eval_utils/scoring.py)
 
 
-def score_label(pred: np.ndarray, truth: np.ndarray, pair: Pair) -> dict:
+def score_label(pred, truth, pair: Pair) -> dict:
+    """``pred`` and ``truth`` are volumes (``volumes.py``) on the crop's grid."""
     if pair.instance:
-        return score_instance(pred, truth, pair.grid.voxel_size, pair.limits)
-    return score_semantic(pred, truth)
+        whole = volumes.whole(truth.shape)
+        return score_instance(pred.read(whole), truth.read(whole), pair.grid.voxel_size, pair.limits)
+    return semantic_scores(volumes.foreground_counts(truth, pred))
 
 
 def score_semantic(pred: np.ndarray, truth: np.ndarray) -> dict:
-    """IoU, Dice and accuracy of ``pred > 0`` vs ``truth > 0``; both empty scores integer 1
-    (``score_semantic``)."""
-    counts = binary_counts(truth > 0, pred > 0)
+    """``score_semantic`` of two arrays."""
+    return semantic_scores(binary_counts(np.asarray(truth) > 0, np.asarray(pred) > 0))
+
+
+def semantic_scores(counts) -> dict:
+    """IoU, Dice and accuracy of ``pred > 0`` vs ``truth > 0`` from their confusion counts; both
+    empty scores integer 1 (``score_semantic``)."""
     if counts.tp + counts.fp + counts.fn == 0:
         iou, dice = 1, 1
     else:

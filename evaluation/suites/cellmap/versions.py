@@ -10,8 +10,6 @@ and the shared code calls it through this interface only.
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 
 class Version(Protocol):
     COMMIT: str
@@ -19,9 +17,11 @@ class Version(Protocol):
     # (``utils/matched_crop.py`` ``MatchedCrop._load_source_array``); v2 centre-crops it.
     INFER_SCALE_FROM_SHAPE: bool
 
-    def score_label(self, pred: np.ndarray, truth: np.ndarray, pair) -> dict:
-        """The entry of one scored (crop, label) without the fields every entry has; ``pair``
-        is the task's ``inputs.Pair`` (not imported here: ``inputs`` imports this module)."""
+    def score_label(self, pred, truth, pair) -> dict:
+        """The entry of one scored (crop, label) without the fields every entry has. ``pred``
+        and ``truth`` are volumes on the crop's grid (``volumes.py``: ``shape``, ``dtype``,
+        ``read(box)``); ``pair`` is the task's ``inputs.Pair`` (not imported here: ``inputs``
+        imports this module)."""
 
     def missing_entry(self, truth_path: Path | None, instance: bool, voxel_size, shape) -> dict:
         """The entry of a truth label that was not submitted (or whose task failed)."""

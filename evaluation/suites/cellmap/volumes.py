@@ -1,0 +1,174 @@
+"""The arrays of one (crop, label) as *volumes*: anything with ``shape``, ``dtype`` and
+``read(box)``, where ``box`` is a tuple of step-1 slices with explicit bounds. A task reads its
+truth, aligned prediction and mask region by region instead of whole, so that its memory does
+not grow with the crop (issue 14: a 1000^3 crop is 8 GB as uint64).
+
+- ``ArrayVolume``: a numpy array (the functions' array API, tests, small crops);
+- ``ZarrVolume``: a zarr array through the grader's own bounded reader (``readers/zarr_store``,
+  ``Array.read(region)``: only the chunks that intersect the region are decoded);
+- ``Window``: another volume seen through an integer shift, zero outside it (the translation
+  offset and the centre pad/crop of ``utils/matched_crop.py`` ``MatchedCrop.load_aligned``);
+- ``Masked``: ``volume * mask`` region by region, the very expression ``scoring.py``
+  ``score_label`` applies to whole arrays, so values and dtypes are the same;
+- ``tiles``: the crop cut into boxes aligned to the truth's chunks, in raster order, each of at
+  most a given number of voxels: the unit of every streamed pass.
+
+The resampled prediction (``alignment.Resampled``, ``alignment.BlockResampled``) is a volume too.
+"""
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from evaluation.metrics.overlap import BinaryCounts
+from evaluation.readers import zarr_store
+
+Box = tuple[slice, ...]
+
+# Voxels of one tile of the instance pass (~40 bytes each at its peak: truth, prediction, mask,
+# components, contingency keys) and bytes per tile of the semantic pass. A crop of up to
+# TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
+TILE_VOXELS = 32 << 20
+SEMANTIC_TILE_BYTES = 96 << 20
+# Largest box (voxels) a per-instance distance reads as one dense block; larger boxes are read
+# in slabs (hausdorff.py).
+BOX_VOXELS = 48 << 20
+
+
+def whole(shape) -> Box:
+    return tuple(slice(0, int(n)) for n in shape)
+
+
+def box_shape(box: Box) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in box)
+
+
+def box_size(box: Box) -> int:
+    return math.prod(box_shape(box))
+
+
+class ArrayVolume:
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.shape, self.dtype = tuple(array.shape), array.dtype
+
+    def read(self, box: Box) -> np.ndarray:
+        return self.array[box]
+
+
+class ZarrVolume:
+    """A zarr array read region by region; ``trusted`` for the organizer's ground truth
+    (errors are ``PhaseError``), else the participant's (``SubmissionError``)."""
+
+    def __init__(self, array: zarr_store.Array, display: str, trusted: bool = False):
+        self.array, self.display, self.trusted = array, display, trusted
+        self.shape, self.dtype = tuple(array.shape), array.dtype
+        self.chunks = tuple(array.chunks)
+
+    def read(self, box: Box) -> np.ndarray:
+        return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box)
+
+
+class Window:
+    """``inner`` shifted so that index ``i`` here is ``i + origin`` there, cut to ``shape``;
+    what lies outside ``inner`` reads as zero (of ``inner``'s dtype)."""
+
+    def __init__(self, inner, origin, shape):
+        self.inner, self.origin = inner, tuple(int(o) for o in origin)
+        self.shape, self.dtype = tuple(int(n) for n in shape), inner.dtype
+        self.chunks = getattr(inner, "chunks", None)
+
+    def read(self, box: Box) -> np.ndarray:
+        out_shape = box_shape(box)
+        source, target = [], []
+        for s, o, n in zip(box, self.origin, self.inner.shape):
+            low, high = max(s.start + o, 0), min(s.stop + o, n)
+            if high <= low:
+                return np.zeros(out_shape, self.dtype)
+            source.append(slice(low, high))
+            target.append(slice(low - o - s.start, high - o - s.start))
+        part = self.inner.read(tuple(source))
+        if tuple(part.shape) == out_shape:
+            return part
+        out = np.zeros(out_shape, self.dtype)
+        out[tuple(target)] = part
+        return out
+
+
+class Masked:
+    """``volume * mask`` region by region (``scoring.py`` ``score_label``: prediction and truth
+    are multiplied by the crop's ``<label>_mask``): numpy's own promotion decides the dtype."""
+
+    def __init__(self, volume, mask):
+        self.volume, self.mask = volume, mask
+        self.shape = volume.shape
+        self.dtype = np.result_type(volume.dtype, mask.dtype)
+        self.chunks = getattr(volume, "chunks", None)
+
+    def read(self, box: Box) -> np.ndarray:
+        return self.volume.read(box) * self.mask.read(box)
+
+
+def masked(volume, mask):
+    return volume if mask is None else Masked(volume, mask)
+
+
+def tiles(shape, chunks, budget: int, split_x: bool = True) -> Iterator[Box]:
+    """Boxes covering ``shape`` in raster order, each of at most ``budget`` voxels (or one row
+    of voxels along x if that is larger and ``split_x`` is False), aligned to ``chunks`` where
+    a chunk fits, so that a pass decodes every chunk once. The instance pass keeps x whole
+    (``split_x=False``): its tiles only meet across z and y faces."""
+    shape = tuple(int(n) for n in shape)
+    if 0 in shape:
+        return
+    chunks = tuple(int(c) for c in (chunks or shape))
+    unit = [min(c, n) for c, n in zip(chunks, shape)]
+    if not split_x:
+        unit[-1] = shape[-1]
+    # too large a unit: halve its longest splittable axis (unaligned from then on)
+    while math.prod(unit) > budget:
+        axes = [a for a in range(len(unit)) if unit[a] > 1 and (split_x or a < len(unit) - 1)]
+        if not axes:
+            break
+        axis = max(axes, key=lambda a: unit[a])
+        unit[axis] = (unit[axis] + 1) // 2
+    # grow by whole units, innermost axis first
+    extent = list(unit)
+    for axis in reversed(range(len(shape))):
+        others = math.prod(extent) // extent[axis]
+        most = max(1, budget // max(1, others))
+        extent[axis] = min(shape[axis], max(unit[axis], (most // unit[axis]) * unit[axis]))
+    starts = [range(0, n, e) for n, e in zip(shape, extent)]
+    for origin in np.ndindex(*[len(s) for s in starts]):
+        yield tuple(slice(s[i], min(s[i] + e, n)) for s, i, e, n in zip(starts, origin, extent, shape))
+
+
+def _semantic_tile_voxels(*volumes) -> int:
+    """Voxels per semantic tile: the arrays read (a masked volume reads its mask too) plus three
+    boolean temporaries per voxel, within SEMANTIC_TILE_BYTES."""
+    per_voxel = 3
+    for volume in volumes:
+        while isinstance(volume, (Masked, Window)):
+            if isinstance(volume, Masked):
+                per_voxel += 2 * np.dtype(volume.mask.dtype).itemsize + np.dtype(volume.dtype).itemsize
+                volume = volume.volume
+            else:
+                volume = volume.inner
+        per_voxel += np.dtype(volume.dtype).itemsize
+    return max(1, SEMANTIC_TILE_BYTES // per_voxel)
+
+
+def foreground_counts(truth, pred) -> BinaryCounts:
+    """Confusion counts of ``truth > 0`` against ``pred > 0`` summed tile by tile: the voxel
+    counts every semantic score derives from (``scoring.py`` ``score_semantic``, v2's IoU, Dice
+    and accuracy, head's tp/fp/fn), in memory bounded by SEMANTIC_TILE_BYTES whatever the crop."""
+    n_truth = n_pred = tp = total = 0
+    for box in tiles(truth.shape, getattr(truth, "chunks", None), _semantic_tile_voxels(truth, pred)):
+        t, p = truth.read(box) > 0, pred.read(box) > 0
+        n_truth += int(np.count_nonzero(t))
+        n_pred += int(np.count_nonzero(p))
+        t &= p
+        tp += int(np.count_nonzero(t))
+        total += t.size
+    return BinaryCounts(tp=tp, fp=n_pred - tp, fn=n_truth - tp, tn=total - n_truth - n_pred + tp)
