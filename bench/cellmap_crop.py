@@ -108,7 +108,8 @@ def verify_against_slow_path(truth, pred, sample, seed=1):
 
     components, n_pred = cc3d.connected_components(pred, return_N=True)
     table = contingency(truth, components, where=truth > 0)
-    mapping = match_instances(truth, components, int(n_pred), table, Limits.reference())
+    sizes = np.bincount(components.ravel(), minlength=int(n_pred) + 1)
+    mapping = match_instances(int(truth.max()), sizes, int(n_pred), table, Limits.reference())
     lut = relabel_table({0: 0, **mapping}, int(n_pred))
     ids = np.unique(table.a)
     if sample != "all":

@@ -306,3 +306,59 @@ def test_aligned_regions_equal_the_whole_aligned_array(seed, monkeypatch):
             got = volume.read(box)
             assert got.dtype == expected.dtype and got.tobytes() == expected[box].tobytes(), (seed, box)
         assert volume.read(tuple(slice(0, n) for n in shape)).tobytes() == expected.tobytes()
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays: unusual prediction values, tiles of every size
+
+
+def _odd_prediction(rng, truth):
+    """A prediction with values ``cc3d`` treats specially: fractional or NaN floats, float16
+    (compared by bit pattern, -0.0 is foreground), uint64 above 2^63, negative int64, bools,
+    or a single foreground row."""
+    kind = int(rng.integers(0, 7))
+    shape = truth.shape
+    base = perturbed(rng, truth, np.uint16, 0)
+    if kind == 0:
+        return base.astype(np.float32) * np.float32(0.5)
+    if kind == 1:
+        pred = base.astype(np.float64) / 3
+        pred[rng.random(shape) < 0.05] = np.nan
+        return pred
+    if kind == 2:
+        pred = base.astype(np.float16)
+        pred[(pred == 0) & (rng.random(shape) < 0.1)] = -0.0
+        return pred
+    if kind == 3:
+        return np.where(base > 0, np.uint64(2**63) + base.astype(np.uint64), np.uint64(0))
+    if kind == 4:
+        return base.astype(np.int64) * -1
+    if kind == 5:
+        return base > 0
+    pred = np.zeros(shape, rng.choice([np.float32, np.uint64, np.uint8]))
+    z, y = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
+    values = rng.choice([1.5, 2.5, 3.0]) if pred.dtype.kind == "f" else rng.choice([1, 2])
+    pred[z, y, int(rng.integers(0, shape[2] // 2)):] = values
+    if pred.dtype == np.uint64 and rng.random() < 0.5:
+        pred[pred > 0] += np.uint64(2**63)
+    if rng.random() < 0.5:  # a second row elsewhere: the whole array is labelled the general way
+        pred[(z + 2) % shape[0], y] = pred[z, y]
+    return pred
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypatch):
+    from evaluation.suites.cellmap import volumes
+
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(rng.integers(3, 18)) for _ in range(3))
+    truth = truth_instances(rng, shape, rng.choice([np.uint8, np.uint32]), 0)
+    pred = _odd_prediction(rng, truth)
+    monkeypatch.setattr(volumes, "TILE_VOXELS", int(rng.choice([shape[2], 2 * shape[2], 40, 300, 10**6])))
+    vs = VOXEL_SIZES[seed % len(VOXEL_SIZES)]
+    limits = Limits.reference()
+    for ours, theirs in ((lambda: v2.score_instance(pred, truth, vs, limits), lambda: reference.v2_instance(pred, truth, vs, limits)),
+                         (lambda: head.score_instance(pred, truth, vs, limits), lambda: reference.head_instance(pred, truth, vs, limits))):
+        got, expected = outcome(ours), outcome(theirs)
+        differing = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected) if not same(got.get(k), expected.get(k))}
+        assert not differing, (seed, pred.dtype, differing)

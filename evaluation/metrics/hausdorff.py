@@ -91,26 +91,49 @@ def _directed_tree(outside: np.ndarray, boundary: np.ndarray, voxel_size: np.nda
     return float(_distance(boundary[nearest] - outside, voxel_size).max())
 
 
-class _Assignment:
-    """Which prediction pieces make up B_g, and whether a voxel belongs to B_g."""
+class ArraySets:
+    """The two labellings ``capped_hausdorff_sets`` compares, as arrays: truth ids in ``truth``
+    (boxes in ``truth_boxes``), prediction pieces 1..n in ``pieces`` and the id each piece is
+    assigned to in ``piece_ids``. Any other provider of the same methods (boxes and masks read
+    on demand) gives the same distances."""
 
-    def __init__(self, pieces: np.ndarray, piece_ids: np.ndarray):
-        self.pieces = pieces
+    def __init__(self, truth: np.ndarray, pieces: np.ndarray, piece_ids, truth_boxes: dict | None = None):
+        self.truth, self.pieces, self.shape = truth, pieces, truth.shape
         self.piece_ids = np.asarray(piece_ids)
+        self.truth_boxes = label_boxes(truth) if truth_boxes is None else truth_boxes
         self.boxes = label_boxes(pieces)
         numbers = np.array(sorted(self.boxes), dtype=np.int64)
         targets = self.piece_ids[numbers] if numbers.size else numbers
         order = np.argsort(targets, kind="stable")
         self._numbers, self._targets = numbers[order], targets[order]
 
-    def pieces_of(self, g: int) -> np.ndarray:
+    def parts(self, g: int) -> np.ndarray:
+        """The pieces assigned to g (B_g is their union), ascending."""
         lo, hi = np.searchsorted(self._targets, [g, g + 1])
         return self._numbers[lo:hi]
 
-    def mask(self, box: Box, g: int) -> np.ndarray:
+    def truth_box(self, g: int) -> Box:
+        return self.truth_boxes[g]
+
+    def part_box(self, p: int) -> Box:
+        return self.boxes[int(p)]
+
+    def truth_mask(self, box: Box, g: int) -> np.ndarray:
+        return self.truth[box] == g
+
+    def b_mask(self, box: Box, g: int, parts) -> np.ndarray:
         return self.piece_ids[self.pieces[box]] == g
 
-    def at(self, points: np.ndarray, g: int) -> np.ndarray:
+    def points_a(self, g: int, box: Box) -> np.ndarray:
+        return np.argwhere(self.truth[box] == g) + _origin(box)
+
+    def points_b(self, g: int, parts) -> np.ndarray:
+        return np.concatenate([np.argwhere(self.pieces[self.boxes[p]] == p) + _origin(self.boxes[p]) for p in parts])
+
+    def in_a(self, points: np.ndarray, g: int) -> np.ndarray:
+        return self.truth[tuple(points.T)] == g
+
+    def in_b(self, points: np.ndarray, g: int) -> np.ndarray:
         return self.piece_ids[self.pieces[tuple(points.T)]] == g
 
 
@@ -131,42 +154,45 @@ def _boundary(points: np.ndarray, labels_at, shape, g: int) -> np.ndarray:
     return points[on_boundary]
 
 
-def _hausdorff_sparse(truth, assignment: _Assignment, g: int, box_a: Box, parts: np.ndarray, vs: np.ndarray) -> float:
-    truth_at = lambda p, i: truth[tuple(p.T)] == i  # noqa: E731
-    points_a = np.argwhere(truth[box_a] == g) + _origin(box_a)
-    points_b = np.concatenate([np.argwhere(assignment.pieces[assignment.boxes[p]] == p) + _origin(assignment.boxes[p]) for p in parts])
-    a_outside_b = points_a[~assignment.at(points_a, g)]
-    b_outside_a = points_b[~truth_at(points_b, g)]
-    forward = _directed_tree(a_outside_b, _boundary(points_b, assignment.at, truth.shape, g), vs)
-    backward = _directed_tree(b_outside_a, _boundary(points_a, truth_at, truth.shape, g), vs)
+def _hausdorff_sparse(sets, g: int, box_a: Box, parts, vs: np.ndarray) -> float:
+    points_a = sets.points_a(g, box_a)
+    points_b = sets.points_b(g, parts)
+    a_outside_b = points_a[~sets.in_b(points_a, g)]
+    b_outside_a = points_b[~sets.in_a(points_b, g)]
+    forward = _directed_tree(a_outside_b, _boundary(points_b, sets.in_b, sets.shape, g), vs)
+    backward = _directed_tree(b_outside_a, _boundary(points_a, sets.in_a, sets.shape, g), vs)
     return max(forward, backward)
 
 
-def capped_hausdorff(truth: np.ndarray, pieces: np.ndarray, piece_ids, ids, voxel_size, cap: float) -> np.ndarray:
-    """float32 ``d_g`` for each truth id in ``ids``; ``pieces`` labels the prediction's pieces
-    1..n and ``piece_ids[p]`` is the id piece p is assigned to (``piece_ids[0] == 0``)."""
-    vs = np.asarray(voxel_size, dtype=np.float64)[-truth.ndim:]
-    boxes_a = label_boxes(truth)
-    assignment = _Assignment(pieces, piece_ids)
+def capped_hausdorff_sets(sets, ids, voxel_size, cap: float) -> np.ndarray:
+    """float32 ``d_g`` for each truth id in ``ids``, the sets given by ``sets`` (``ArraySets``
+    or a provider with the same methods)."""
+    vs = np.asarray(voxel_size, dtype=np.float64)[-len(sets.shape):]
     out = np.empty(len(ids), dtype=np.float32)
     for i, g in enumerate(int(x) for x in ids):
-        parts = assignment.pieces_of(g)
-        if parts.size == 0:
+        parts = sets.parts(g)
+        if len(parts) == 0:
             out[i] = cap
             continue
-        box_a, part_boxes = boxes_a[g], [assignment.boxes[int(p)] for p in parts]
+        box_a, part_boxes = sets.truth_box(g), [sets.part_box(p) for p in parts]
         box_b = _union(part_boxes)
         if box_gap(box_a, box_b, vs) >= cap:
             out[i] = cap
             continue
         box = _union([box_a, box_b])
         if _volume(box) > SPARSE_BOX_FACTOR * (_volume(box_a) + sum(map(_volume, part_boxes))):
-            d = _hausdorff_sparse(truth, assignment, g, box_a, parts, vs)
+            d = _hausdorff_sparse(sets, g, box_a, parts, vs)
         else:
-            in_a, in_b = truth[box] == g, assignment.mask(box, g)
+            in_a, in_b = sets.truth_mask(box, g), sets.b_mask(box, g, parts)
             d = max(_directed_dense(in_a, in_b, vs), _directed_dense(in_b, in_a, vs))
         out[i] = min(d, cap)
     return out
+
+
+def capped_hausdorff(truth: np.ndarray, pieces: np.ndarray, piece_ids, ids, voxel_size, cap: float) -> np.ndarray:
+    """float32 ``d_g`` for each truth id in ``ids``; ``pieces`` labels the prediction's pieces
+    1..n and ``piece_ids[p]`` is the id piece p is assigned to (``piece_ids[0] == 0``)."""
+    return capped_hausdorff_sets(ArraySets(truth, pieces, piece_ids), ids, voxel_size, cap)
 
 
 def identity(labels: np.ndarray) -> np.ndarray:

@@ -34,8 +34,7 @@ COUNTS = ("tp", "fp", "fn")
 def score_label(pred, truth, pair: Pair) -> dict:
     """``pred`` and ``truth`` are volumes (``volumes.py``) on the crop's grid."""
     if pair.instance:
-        whole = volumes.whole(truth.shape)
-        return score_instance(pred.read(whole), truth.read(whole), pair.grid.voxel_size, pair.limits, pair.pathological_crops)
+        return score_instance(pred, truth, pair.grid.voxel_size, pair.limits, pair.pathological_crops)
     return semantic_counts(volumes.foreground_counts(truth, pred))
 
 
@@ -72,12 +71,12 @@ def pathological_entry(status: str, n_truth: int, n_pred: int, cap: float, voxel
     return instance_entry(0, n_pred, n_truth, distances, voxel_size, status)
 
 
-def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits,
-                   pathological: str = PATHOLOGICAL_IGNORE) -> dict:
+def score_instance(pred, truth, voxel_size, limits: Limits, pathological: str = PATHOLOGICAL_IGNORE) -> dict:
     """``score_instance``: one float32 distance per truth id (computed even without a match, so
     unmatched component ids colliding with truth ids also count then) plus the capped distance
-    for every unmatched component; tp = matched truth ids, fp = unmatched components."""
-    found = Instances.of(pred, truth, voxel_size)
+    for every unmatched component; tp = matched truth ids, fp = unmatched components. ``pred``
+    and ``truth`` are volumes or arrays."""
+    found = Instances.scan(pred, truth, voxel_size)
     n_truth = int(found.truth_ids.size)
     try:
         mapping = found.match(limits)

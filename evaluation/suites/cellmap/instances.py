@@ -2,8 +2,25 @@
 and per-instance distances (``utils/eval_utils/instance_matching.py``, ``distance.py`` and the
 first steps of ``scoring.py`` ``score_instance``, unchanged between 0f50f70 and 6b9ad68).
 
-What each version makes of the result (id accuracy and means for v2, counts for head) is in
-``v2.py`` and ``head.py``.
+The reference labels the whole prediction with ``cc3d.connected_components`` and keeps the
+truth, the prediction and the components in memory (24 bytes per voxel and more: a 1000^3 crop
+could not be scored in 7 GiB). Here one pass over the crop in tiles (``volumes.tiles``: z-slabs
+cut into y-bands, x whole) keeps only what the scores need:
+
+- each tile's components (``cc3d`` on the tile, the same call), numbered provisionally, with
+  their voxel count, bounding box and first voxel (``label_stats.component_stats``);
+- the pairs of provisional components that touch across a tile face (26-connected, same value),
+  from the tile's first plane and row against the last plane and row of the tiles before it;
+- the tile's contingency with the truth (truth foreground only), its truth ids' boxes, the
+  binary counts and the truth's maximum.
+
+Components joined across faces are one component; ``cc3d`` numbers components in raster order
+of their first voxel, so sorting the joined components by their first voxel gives exactly the
+numbering ``cc3d`` gives the whole array, and the contingency table, component sizes and boxes
+follow through one lookup table. Per-instance distances then read only the boxes they need: the
+truth in an instance's box, and a component's voxels as the connected piece of its own box that
+contains its first voxel (the component lies wholly inside its box, so nothing outside the box
+can change it). A crop that fits in one tile keeps its arrays and never reads twice.
 """
 
 from dataclasses import dataclass
@@ -11,10 +28,14 @@ from functools import cached_property
 
 import cc3d
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
-from evaluation.metrics.hausdorff import capped_hausdorff
+from evaluation.metrics import label_stats
+from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets
 from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
-from evaluation.metrics.overlap import Contingency, contingency
+from evaluation.metrics.overlap import BinaryCounts, Contingency, contingency
+from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.options import Limits
 
 TOO_MANY = "skipped_too_many_instances"
@@ -39,11 +60,11 @@ class Pathological(Exception):
     ``_create_pathological_scores``)."""
 
 
-def match_instances(truth: np.ndarray, components: np.ndarray, n_pred: int, table: Contingency, limits: Limits) -> dict[int, int]:
-    """Prediction component -> truth id (``instance_matching.py`` ``match_instances``). ``table``
-    is the truth-foreground contingency of (truth, components). Uses maximum ids, not counts,
-    as the reference does."""
-    n_gt = int(truth.max()) if truth.size else 0
+def match_instances(n_gt: int, pred_sizes: np.ndarray, n_pred: int, table: Contingency, limits: Limits) -> dict[int, int]:
+    """Prediction component -> truth id (``instance_matching.py`` ``match_instances``). ``n_gt``
+    is the truth's largest id, ``pred_sizes`` every component's voxel count, ``table`` the
+    truth-foreground contingency of (truth, components). Uses maximum ids, not counts, as the
+    reference does."""
     if n_gt == 0 and n_pred == 0:
         return {0: 0}
     if n_gt == 0 or n_pred == 0:
@@ -55,7 +76,7 @@ def match_instances(truth: np.ndarray, components: np.ndarray, n_pred: int, tabl
         raise Pathological(TOO_MANY)
     _, gt_index = np.unique(table.a, return_inverse=True)
     gt_size = np.bincount(gt_index, weights=table.count)[gt_index[overlapping]]
-    pred_size = np.bincount(components.ravel(), minlength=n_pred + 1)[table.b[overlapping].astype(np.intp)]
+    pred_size = pred_sizes[table.b[overlapping].astype(np.intp)]
     iou32 = pair_iou32(table.count[overlapping].astype(np.float64), gt_size, pred_size.astype(np.float64))
     keep = iou32 > 0
     if not keep.any():
@@ -78,24 +99,358 @@ def relabel_table(mapping: dict[int, int], n_pred: int) -> np.ndarray:
     return table
 
 
+# --------------------------------------------------------------------------------------------
+# The pass over the tiles
+
+
+@dataclass(frozen=True)
+class Components:
+    """The prediction's connected components, numbered 1..n as ``cc3d`` numbers the whole
+    array: voxel counts ``[n + 1]`` (index 0: background), boxes ``[n + 1, 6]`` (z0, y0, x0, z1,
+    y1, x1) and the raster index of each one's first voxel ``[n + 1]``."""
+
+    n: int
+    sizes: np.ndarray
+    boxes: np.ndarray
+    first: np.ndarray
+
+
+def _face_pairs(cur_labels, cur_values, cur_row0, nb_labels, nb_values, nb_row0) -> np.ndarray:
+    """Provisional ids (rows of pairs) of voxels that touch across a tile face with the same
+    value: ``cur`` is the tile's face plane, ``nb`` the already scanned plane next to it; planes
+    are (rows, x) with their first row at ``cur_row0`` / ``nb_row0``; 26-connectivity pairs
+    every voxel with the 3 x 3 voxels facing it."""
+    found = []
+    rows, width = cur_labels.shape
+    for di in (-1, 0, 1):
+        shift = di + cur_row0 - nb_row0
+        lo, hi = max(0, -shift), min(rows, nb_labels.shape[0] - shift)
+        if hi <= lo:
+            continue
+        for dj in (-1, 0, 1):
+            jl, jh = max(0, -dj), min(width, width - dj)
+            a = cur_labels[lo:hi, jl:jh]
+            b = nb_labels[lo + shift:hi + shift, jl + dj:jh + dj]
+            touch = (a != 0) & (b != 0)
+            touch &= cur_values[lo:hi, jl:jh] == nb_values[lo + shift:hi + shift, jl + dj:jh + dj]
+            if touch.any():
+                found.append(np.stack([a[touch], b[touch]], axis=1))
+    if not found:
+        return np.zeros((0, 2), np.int64)
+    pairs = np.concatenate(found)
+    return np.unique(pairs, axis=0)
+
+
+def _comparable(values: np.ndarray) -> np.ndarray:
+    """The values as ``cc3d`` compares them: float16 by bit pattern, everything else as is."""
+    return values.view(np.uint16) if values.dtype == np.float16 else values
+
+
+def tile_components(p: np.ndarray, special: bool = False) -> tuple[np.ndarray, int, int]:
+    """``cc3d.connected_components(p)`` of one tile as the whole array's call labels it: (labels,
+    count, rows of the tile holding foreground).
+
+    ``cc3d`` labels an array whose foreground lies in a single x-row by a shortcut
+    (``epl_special_row``) that compares values as int64: equal fractional floats are split and
+    uint64 values above 2^63 overflow. A tile can hold a single foreground row where the whole
+    prediction does not, so such a tile is labelled by the general algorithm (the row, an empty
+    row and a distant dummy voxel, which ``cc3d`` numbers last); ``special`` applies the shortcut
+    instead, as the whole call does when the whole prediction has a single foreground row."""
+    foreground = (_comparable(p) != 0).any(axis=-1)
+    rows = np.flatnonzero(foreground.ravel())
+    if rows.size != 1:
+        labels, n = cc3d.connected_components(p, return_N=True)
+        return labels, int(n), int(rows.size)
+    at = np.unravel_index(int(rows[0]), foreground.shape)
+    row = p[at]
+    stack = np.zeros((2 if special else 3, 1, row.size), p.dtype)
+    stack[0, 0] = row
+    if not special:
+        stack[2, 0, -1] = 1
+    labels, n = cc3d.connected_components(stack, return_N=True)
+    out = np.zeros(p.shape, labels.dtype)
+    out[at] = labels[0, 0]
+    return out, int(n) - (0 if special else 1), 1
+
+
+class _Scan:
+    """Accumulates the tiles of one crop (see the module docstring)."""
+
+    def __init__(self, shape, special: bool = False):
+        self.shape, self.special, self.rows = tuple(shape), special, 0
+        self.sizes, self.first, self.boxes = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], [np.zeros((1, 6), np.int64)]
+        self.tables, self.truth_rows, self.pairs, self.maxima = [], [], [], []
+        self.n_truth = self.n_pred_fg = self.tp = self.total = 0
+        self.count = 0  # provisional components so far
+        self.z_prev = self.z_cur = None  # (labels, values) of the last plane of the previous / current z-row
+        self.y_prev = None  # (labels, values) of the last row of the previous y-band in this z-row
+        self.row = None
+
+    def add(self, box, t: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Scan one tile (masked truth ``t``, masked prediction ``p``); returns its components
+        (``cc3d``'s labels, numbered from 1 in this tile)."""
+        origin = np.array([s.start for s in box], np.int64)
+        if t.size:
+            self.maxima.append(t.max())
+        local, n, rows = tile_components(p, self.special)
+        self.rows += rows
+        sizes, first, boxes = label_stats.component_stats(local, n)
+        base = self.count
+        self.count += int(n)
+        # provisional ids base+1 .. base+n: sizes, boxes and first voxels in crop coordinates
+        tile_shape = local.shape
+        coords = np.stack(np.unravel_index(first[1:], tile_shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
+        self.sizes.append(sizes[1:])
+        self.first.append(np.ravel_multi_index(coords.T, self.shape).astype(np.int64) if n else np.zeros(0, np.int64))
+        self.boxes.append(boxes[1:] + np.concatenate([origin, origin]))
+        # contingency over the truth foreground, binary counts, truth boxes
+        fg = t > 0
+        table = contingency(t, local, where=fg)
+        b = table.b.astype(np.int64)
+        self.tables.append((table.a, np.where(b > 0, b + base, 0), table.count))
+        self.n_truth += int(np.count_nonzero(fg))
+        self.n_pred_fg += int(sizes.sum())
+        self.tp += int(table.count[table.b > 0].sum())
+        self.total += int(t.size)
+        ids = np.unique(table.a)
+        if ids.size:
+            self.truth_rows.append((ids, label_stats.id_boxes(t, ids.astype(t.dtype)) + np.concatenate([origin, origin])))
+        self._faces(box, local, base, _comparable(p))
+        return local
+
+    def _faces(self, box, local, base, p) -> None:
+        """Pairs across the tile's lower z and y faces; keeps its upper faces for the tiles after."""
+
+        def provisional(plane):
+            out = plane.astype(np.int64)
+            out[plane != 0] += base
+            return out
+
+        (z0, z1), (y0, y1) = (box[0].start, box[0].stop), (box[1].start, box[1].stop)
+        if self.row != (z0, z1):  # a new z-row of tiles
+            self.z_prev, self.z_cur, self.y_prev, self.row = self.z_cur, None, None, (z0, z1)
+        if self.z_prev is not None:
+            lo, hi = max(0, y0 - 1), min(self.shape[1], y1 + 1)
+            nb_labels, nb_values = self.z_prev
+            self.pairs.append(_face_pairs(provisional(local[0]), p[0], y0, nb_labels[lo:hi], nb_values[lo:hi], lo))
+        if self.y_prev is not None:
+            self.pairs.append(_face_pairs(provisional(local[:, 0]), p[:, 0], z0, self.y_prev[0], self.y_prev[1], z0))
+        if self.z_cur is None:
+            self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], p.dtype))
+        self.z_cur[0][y0:y1], self.z_cur[1][y0:y1] = provisional(local[-1]), p[-1]
+        self.y_prev = (provisional(local[:, -1]), p[:, -1].copy())
+
+    def finish(self, voxel_size) -> "Instances":
+        """Join the provisional components, number them as ``cc3d`` does and aggregate."""
+        count = self.count
+        sizes, first, boxes = (np.concatenate(x) for x in (self.sizes, self.first, self.boxes))
+        if self.pairs and sum(len(p) for p in self.pairs):
+            pairs = np.concatenate(self.pairs)
+            graph = coo_matrix((np.ones(len(pairs), np.int8), (pairs[:, 0], pairs[:, 1])), shape=(count + 1, count + 1))
+            _, group = connected_components(graph, directed=False)
+        else:
+            group = np.arange(count + 1)
+        lut = np.zeros(count + 1, np.int64)
+        n_pred = 0
+        if count:
+            order = np.lexsort((first[1:], group[1:]))
+            grouped = group[1:][order]
+            heads = np.flatnonzero(np.diff(grouped, prepend=-1))
+            ranking = np.argsort(first[1:][order][heads], kind="stable")
+            number = np.zeros(group.max() + 1, np.int64)
+            number[grouped[heads][ranking]] = np.arange(1, heads.size + 1)
+            lut[1:] = number[group[1:]]
+            n_pred = int(heads.size)
+        components = _aggregate(lut, n_pred, sizes, first, boxes, self.total)
+        table = _merge_tables(self.tables, lut)
+        counts = BinaryCounts(tp=self.tp, fp=self.n_pred_fg - self.tp, fn=self.n_truth - self.tp,
+                              tn=self.total - self.n_truth - self.n_pred_fg + self.tp)
+        n_gt = int(np.max(np.array(self.maxima))) if self.maxima else 0
+        truth_boxes = _merge_boxes(self.truth_rows)
+        return Instances(self.shape, tuple(voxel_size), max_distance(voxel_size, self.shape), n_pred, n_gt, table,
+                         counts, components, truth_boxes)
+
+
+def _aggregate(lut, n_pred, sizes, first, boxes, total) -> Components:
+    out_sizes = np.zeros(n_pred + 1, np.int64)
+    out_first = np.zeros(n_pred + 1, np.int64)
+    out_boxes = np.zeros((n_pred + 1, 6), np.int64)
+    if n_pred:
+        order = np.argsort(lut[1:], kind="stable")
+        keys = lut[1:][order]
+        heads = np.flatnonzero(np.diff(keys, prepend=0))
+        out_sizes[1:] = np.add.reduceat(sizes[1:][order], heads)
+        out_first[1:] = np.minimum.reduceat(first[1:][order], heads)
+        out_boxes[1:, :3] = np.minimum.reduceat(boxes[1:][order, :3], heads)
+        out_boxes[1:, 3:] = np.maximum.reduceat(boxes[1:][order, 3:], heads)
+    out_sizes[0] = total - int(out_sizes.sum())
+    return Components(n_pred, out_sizes, out_boxes, out_first)
+
+
+def _merge_tables(tables, lut) -> Contingency:
+    """The tiles' contingency rows with their components renumbered, summed per (truth, component)
+    and sorted ascending by (truth, component), as ``contingency`` orders one table."""
+    if not tables:
+        return Contingency(np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
+    a = np.concatenate([t[0] for t in tables]).astype(np.uint64, copy=False)
+    b = lut[np.concatenate([t[1] for t in tables])].astype(np.uint64)
+    count = np.concatenate([t[2] for t in tables]).astype(np.int64, copy=False)
+    if a.size == 0:
+        return Contingency(a, b, count)
+    order = np.lexsort((b, a))
+    a, b, count = a[order], b[order], count[order]
+    heads = np.flatnonzero(np.concatenate([[True], (a[1:] != a[:-1]) | (b[1:] != b[:-1])]))
+    return Contingency(a[heads], b[heads], np.add.reduceat(count, heads))
+
+
+def _merge_boxes(rows) -> dict[int, tuple[slice, ...]]:
+    if not rows:
+        return {}
+    ids = np.concatenate([r[0] for r in rows]).astype(np.uint64)
+    boxes = np.concatenate([r[1] for r in rows])
+    order = np.argsort(ids, kind="stable")
+    ids, boxes = ids[order], boxes[order]
+    heads = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+    low, high = np.minimum.reduceat(boxes[:, :3], heads), np.maximum.reduceat(boxes[:, 3:], heads)
+    return {int(g): tuple(slice(int(a), int(b)) for a, b in zip(lo, hi)) for g, lo, hi in zip(ids[heads], low, high)}
+
+
+# --------------------------------------------------------------------------------------------
+# Per-instance distances from boxes read on demand
+
+
+class _StreamedSets:
+    """The sets the distances compare, read from the volumes box by box (``hausdorff.Sets``):
+    truth id g in its box; component p as the connected piece of its own box that holds its
+    first voxel (``cc3d`` on that box, only for p's value)."""
+
+    def __init__(self, truth, pred, instances: "Instances", piece_ids: np.ndarray):
+        self.truth, self.pred, self.found = truth, pred, instances
+        self.shape = instances.shape
+        self.piece_ids = np.asarray(piece_ids)
+        numbers = np.arange(1, instances.n_pred + 1, dtype=np.int64)
+        targets = self.piece_ids[numbers]
+        order = np.argsort(targets, kind="stable")
+        self._numbers, self._targets = numbers[order], targets[order]
+        self._truth_cache, self._piece_cache = {}, {}
+
+    def parts(self, g: int) -> list[int]:
+        lo, hi = np.searchsorted(self._targets, [g, g + 1])
+        return [int(p) for p in self._numbers[lo:hi]]
+
+    def truth_box(self, g: int):
+        return self.found.truth_boxes[g]
+
+    def part_box(self, p: int):
+        row = self.found.components.boxes[p]
+        return tuple(slice(int(a), int(b)) for a, b in zip(row[:3], row[3:]))
+
+    def truth_mask(self, box, g: int) -> np.ndarray:
+        return self.truth.read(box) == g
+
+    def _piece(self, p: int) -> np.ndarray:
+        """Component p on its own box."""
+        if p not in self._piece_cache:
+            box = self.part_box(p)
+            values = _comparable(self.pred.read(box))
+            at = np.unravel_index(int(self.found.components.first[p]), self.shape)
+            at = tuple(int(i) - s.start for i, s in zip(at, box))
+            same = values == values[at]
+            same[at] = True  # a NaN is its own component
+            labels = cc3d.connected_components(same)
+            if len(self._piece_cache) > 4:
+                self._piece_cache.pop(next(iter(self._piece_cache)))
+            self._piece_cache[p] = labels == labels[at]
+        return self._piece_cache[p]
+
+    def piece_mask(self, box, p: int) -> np.ndarray:
+        """Component p's voxels on ``box`` (any box)."""
+        own, own_box = self._piece(p), self.part_box(p)
+        out = np.zeros(volumes.box_shape(box), bool)
+        source, target = [], []
+        for s, o in zip(box, own_box):
+            lo, hi = max(s.start, o.start), min(s.stop, o.stop)
+            if hi <= lo:
+                return out
+            source.append(slice(lo - o.start, hi - o.start))
+            target.append(slice(lo - s.start, hi - s.start))
+        out[tuple(target)] = own[tuple(source)]
+        return out
+
+    def b_mask(self, box, g: int, parts) -> np.ndarray:
+        out = np.zeros(volumes.box_shape(box), bool)
+        for p in parts:
+            out |= self.piece_mask(box, p)
+        return out
+
+    def points_a(self, g: int, box) -> np.ndarray:
+        return np.argwhere(self.truth_mask(box, g)) + np.array([s.start for s in box])
+
+    def points_b(self, g: int, parts) -> np.ndarray:
+        return np.concatenate([np.argwhere(self._piece(p)) + np.array([s.start for s in self.part_box(p)]) for p in parts])
+
+    def in_a(self, points: np.ndarray, g: int) -> np.ndarray:
+        box = self.truth_box(g)
+        key = (g, box)
+        if key not in self._truth_cache:
+            self._truth_cache.clear()
+            self._truth_cache[key] = self.truth_mask(box, g)
+        return _lookup(self._truth_cache[key], box, points)
+
+    def in_b(self, points: np.ndarray, g: int) -> np.ndarray:
+        result = np.zeros(len(points), bool)
+        for p in self.parts(g):
+            result |= _lookup(self._piece(p), self.part_box(p), points)
+        return result
+
+
+def _lookup(mask: np.ndarray, box, points: np.ndarray) -> np.ndarray:
+    """``mask`` (on ``box``) at ``points`` (crop coordinates, rows); False outside the box."""
+    origin = np.array([s.start for s in box])
+    local = points - origin
+    inside = np.all((local >= 0) & (local < np.array(mask.shape)), axis=1)
+    result = np.zeros(len(points), bool)
+    result[inside] = mask[tuple(local[inside].T)]
+    return result
+
+
 @dataclass(frozen=True)
 class Instances:
-    """One instance label's prediction against its truth: the prediction's connected
-    components (26-connected, numbered in raster order: ``cc3d.connected_components`` with the
-    reference's defaults), their truth-foreground contingency and the distance cap."""
+    """One instance label's prediction against its truth, after the pass over the tiles: the
+    components (26-connected, numbered as ``cc3d.connected_components`` with the reference's
+    defaults numbers them), their truth-foreground contingency, the binary counts and the
+    distance cap. ``arrays`` holds (truth, components) when the crop was one tile."""
 
-    truth: np.ndarray
-    components: np.ndarray
-    n_pred: int
-    table: Contingency
+    shape: tuple
     voxel_size: tuple
     cap: float
+    n_pred: int
+    n_gt: int
+    table: Contingency
+    counts: BinaryCounts
+    components: Components
+    truth_boxes: dict
+    sources: tuple = None
+    arrays: tuple = None
 
     @classmethod
-    def of(cls, pred: np.ndarray, truth: np.ndarray, voxel_size, truth_fg: np.ndarray | None = None) -> "Instances":
-        components, n_pred = cc3d.connected_components(pred, return_N=True)
-        table = contingency(truth, components, where=truth > 0 if truth_fg is None else truth_fg)
-        return cls(truth, components, int(n_pred), table, tuple(voxel_size), max_distance(voxel_size, truth.shape))
+    def scan(cls, pred, truth, voxel_size) -> "Instances":
+        """One pass over ``truth`` and ``pred`` (volumes, or arrays) in tiles."""
+        truth, pred = volumes.as_volume(truth), volumes.as_volume(pred)
+        boxes = list(volumes.tiles(truth.shape, getattr(truth, "chunks", None), volumes.TILE_VOXELS, split_x=False))
+        for special in (False, True):
+            scan, kept, risky = _Scan(truth.shape, special), None, False
+            for box in boxes:
+                t, p = truth.read(box), pred.read(box)
+                labels = scan.add(box, t, p)
+                risky |= p.dtype.kind == "f" and p.dtype.itemsize > 2 or p.dtype == np.uint64
+                if len(boxes) == 1:
+                    kept = (t, labels)
+            # the whole call took cc3d's single-row shortcut (``tile_components``): again with it
+            if special or scan.rows != 1 or not risky or sum(n > 1 for n in truth.shape) < 2:
+                break
+        found = scan.finish(voxel_size)
+        return cls(**{**found.__dict__, "sources": (truth, pred), "arrays": kept})
 
     @cached_property
     def truth_ids(self) -> np.ndarray:
@@ -104,7 +459,7 @@ class Instances:
 
     def match(self, limits: Limits) -> dict[int, int]:
         """``match_instances``; raises ``Pathological``."""
-        return match_instances(self.truth, self.components, self.n_pred, self.table, limits)
+        return match_instances(self.n_gt, self.components.sizes, self.n_pred, self.table, limits)
 
     def distances(self, mapping: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
         """(float32 ``d_g`` of every truth id, after relabelling, then the cap once per unmatched
@@ -112,6 +467,11 @@ class Instances:
         ``distance.py`` ``optimized_hausdorff_distances``."""
         matched = set(mapping) - {0}
         relabelled = relabel_table({0: 0, **mapping}, self.n_pred) if matched else np.arange(self.n_pred + 1)
-        per_gt = capped_hausdorff(self.truth, self.components, relabelled, self.truth_ids, self.voxel_size, self.cap)
+        if self.arrays is not None:
+            truth, labels = self.arrays
+            sets = ArraySets(truth, labels, relabelled, self.truth_boxes)
+        else:
+            sets = _StreamedSets(*self.sources, self, relabelled)
+        per_gt = capped_hausdorff_sets(sets, self.truth_ids, self.voxel_size, self.cap)
         unmatched = np.full(self.n_pred - len(matched), self.cap, dtype=np.float32)
         return np.concatenate([per_gt, unmatched]), relabelled

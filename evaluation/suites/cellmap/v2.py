@@ -34,8 +34,7 @@ SEMANTIC_KEYS = ("iou", "dice_score")
 def score_label(pred, truth, pair: Pair) -> dict:
     """``pred`` and ``truth`` are volumes (``volumes.py``) on the crop's grid."""
     if pair.instance:
-        whole = volumes.whole(truth.shape)
-        return score_instance(pred.read(whole), truth.read(whole), pair.grid.voxel_size, pair.limits)
+        return score_instance(pred, truth, pair.grid.voxel_size, pair.limits)
     return semantic_scores(volumes.foreground_counts(truth, pred))
 
 
@@ -62,14 +61,14 @@ def id_accuracy(table: Contingency, counts, relabelled: np.ndarray) -> float:
     return float((counts.tn + int(table.count[agree][same].sum())) / counts.total)
 
 
-def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits) -> dict:
+def score_instance(pred, truth, voxel_size, limits: Limits) -> dict:
     """``score_instance``: binary scores and rand/VoI of the components (before matching), then
     the id accuracy and Hausdorff list after matching. An empty mapping gives one capped
     distance for the whole crop; a crop that cannot be matched keeps its binary scores and
-    rand/VoI with zero accuracy (``_create_pathological_scores``)."""
-    truth_fg = truth > 0
-    found = Instances.of(pred, truth, voxel_size, truth_fg)
-    counts = binary_counts(truth_fg, found.components > 0)
+    rand/VoI with zero accuracy (``_create_pathological_scores``). ``pred`` and ``truth`` are
+    volumes or arrays."""
+    found = Instances.scan(pred, truth, voxel_size)
+    counts = found.counts
     binary_scores = {
         "iou": binary.iou(counts),
         "dice_score": binary.dice_as_scipy(counts),

@@ -49,12 +49,20 @@ def box_size(box: Box) -> int:
 
 
 class ArrayVolume:
+    """An array in C order (``cc3d`` numbers components in the memory order of its input; the
+    arrays read from zarr are in C order)."""
+
     def __init__(self, array: np.ndarray):
-        self.array = array
+        self.array = np.ascontiguousarray(array)
         self.shape, self.dtype = tuple(array.shape), array.dtype
 
     def read(self, box: Box) -> np.ndarray:
         return self.array[box]
+
+
+def as_volume(data):
+    """A volume as is, an array as an ``ArrayVolume``."""
+    return data if hasattr(data, "read") and hasattr(data, "shape") else ArrayVolume(np.asarray(data))
 
 
 class ZarrVolume:
