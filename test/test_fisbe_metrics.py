@@ -17,7 +17,7 @@ from evaluation.metrics import lee_thinning
 from evaluation.metrics.centerline import cldice, greedy_match
 from evaluation.metrics.skeleton import skeleton_voxels, skeletonize_full
 from evaluation.metrics.sparse_labels import SparseLabels
-from evaluation.readers.sparse_labels import Channel, nonzero
+from evaluation.readers.label_stacks import Channel, nonzero
 from evaluation.report import sanitize as to_json
 from evaluation.suites.fisbe import image as fisbe_image
 from evaluation.suites.fisbe.aggregate import combine_sets, pool

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import hdf5, images, tiff
 from evaluation.readers.slabs import open_slabs
-from evaluation.readers.sparse_labels import open_labels
+from evaluation.readers.label_stacks import open_labels
 from evaluation.readers.tomo_volumes import open_binary
 from evaluation.suites.fisbe.inputs import Sample, prediction_voxel_limit
 from evaluation.suites.fisbe.scoring import load_sample

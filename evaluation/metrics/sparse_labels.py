@@ -7,7 +7,7 @@ whole stack per instance and several gigabytes. Here every instance is the sorte
 flat indices of its voxels; "which instances contain these voxels" is a binary search in one
 table sorted by voxel index, so every overlap count costs time in proportion to the voxels
 queried, not to the volume. Files are read into this form without ever being dense by
-``evaluation.readers.sparse_labels``.
+``evaluation.readers.label_stacks``.
 """
 
 from dataclasses import dataclass, field

@@ -11,7 +11,7 @@ image), ``phase.yaml`` naming the partly labelled samples. The submission holds 
 prediction per sample, ``<sample>.hdf|.h5|.zarr|.tif``, a label image or a channel stack.
 
 Arrays are read channel by channel and slab by slab and kept as sparse per-instance voxel
-lists (``readers.sparse_labels``, ``metrics.sparse_labels``), so a 7 x 385 x 685 x 686 sample
+lists (``readers.label_stacks``, ``metrics.sparse_labels``), so a 7 x 385 x 685 x 686 sample
 never exists whole in memory.
 """
 

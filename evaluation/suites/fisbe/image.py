@@ -23,7 +23,7 @@ import numpy as np
 from evaluation.metrics.centerline import cldice, greedy_match, overlap_matrix
 from evaluation.metrics.skeleton import skeleton_voxels
 from evaluation.metrics.sparse_labels import SparseLabels
-from evaluation.readers.sparse_labels import Channel
+from evaluation.readers.label_stacks import Channel
 from evaluation.suites.fisbe.coverage import SkeletonHits, gt_coverage
 from evaluation.suites.fisbe.many_to_many import many_to_many, split_merge_counts
 

@@ -22,7 +22,7 @@ from evaluation.contract import Payload, Task
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.phase import Phase
 from evaluation.readers import images
-from evaluation.readers.sparse_labels import SUFFIXES, Channel, LabelArray, open_labels, stream_channels
+from evaluation.readers.label_stacks import SUFFIXES, Channel, LabelArray, open_labels, stream_channels
 from evaluation.submission import Submission
 from evaluation.suites.fisbe.options import Options
 
