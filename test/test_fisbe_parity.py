@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, differences, run_cli, validate_metrics
+from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 KIT = FIXTURES / "fisbe"
 EXPECTED = json.loads((KIT / "expected.json").read_text())
