@@ -13,7 +13,7 @@ import pytest
 import tifffile
 
 from helpers.annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
-from conftest import ROOT, differences, run_cli, validate_metrics
+from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
 EXAMPLE = ROOT / "examples" / "annotators"
 NO_REPORT = "suite: annotators\neval_class: 1\nreport: false\ndilation: false\n"

@@ -9,7 +9,7 @@ import pytest
 import zarr
 from scipy import ndimage
 
-from conftest import FIXTURES, run_cli, validate_metrics
+from helpers.grading import FIXTURES, run_cli, validate_metrics
 from test_cellmap_scoring import _three_blobs, semantic_example
 from evaluation.suites.cellmap import alignment, head, inputs
 from evaluation.suites.cellmap.alignment import Grid, align

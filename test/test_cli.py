@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, differences, run_cli, validate_metrics
+from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
 
 def _assert_rejected(run, phase, *words):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, validate_metrics
+from helpers.grading import ROOT, validate_metrics
 from helpers.hostile import CASE_FAILURE, KINDS, MARKER, MEMORY_LIMIT_MB, SCORED
 
 CAP_MB = MEMORY_LIMIT_MB

@@ -11,7 +11,7 @@ import pytest
 import SimpleITK as sitk
 import tifffile
 
-from conftest import ROOT, run_cli, validate_metrics
+from helpers.grading import ROOT, run_cli, validate_metrics
 from evaluation.errors import PhaseError
 from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
 from evaluation.metrics.confusion import ClassIndex, class_counts

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import FIXTURES, ROOT, run_cli
+from helpers.grading import FIXTURES, ROOT, run_cli
 from evaluation.organizer import rescore
 from evaluation.contract import Outcome
 from evaluation.suites.cellmap.alignment import Grid

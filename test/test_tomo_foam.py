@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli, validate_metrics
+from helpers.grading import ROOT, run_cli, validate_metrics
 from helpers.tomo import EXPECTED, PHANTOMS, TOMO, case, foam_phase, geometry, write_spheres, write_volume
 from evaluation.metrics.means import harmonic_mean
 from evaluation.readers import bitpack

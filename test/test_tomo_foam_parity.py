@@ -9,7 +9,7 @@ a phase that rasterises the void lists, or one that reads precomputed label volu
 
 import pytest
 
-from conftest import differences, run_cli, validate_metrics
+from helpers.grading import differences, run_cli, validate_metrics
 from helpers.tomo import EXPECTED, PHANTOMS, SUBMISSIONS, case, foam_phase, write_volume
 
 SCORES = EXPECTED["metric_order"]

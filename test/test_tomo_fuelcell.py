@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import run_cli, validate_metrics
+from helpers.grading import run_cli, validate_metrics
 from helpers.tomo import write_volume
 from evaluation.suites.tomo_fuelcell.regions import RegionCounts, dice, membership_lut, patterns_from_masks, region_counts, slab_histogram
 

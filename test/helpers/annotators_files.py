@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 import tifffile
-from conftest import FIXTURES
+from helpers.grading import FIXTURES
 
 CASES = FIXTURES / "annotators" / "cases"
 EXPECTED = json.loads((FIXTURES / "annotators" / "expected.json").read_text())["cases"]

@@ -3,25 +3,29 @@
 Reference: Kainmueller-Lab/evaluate-instance-segmentation@cc34f4d, ``evaluate.evaluate_volume``
 with ``--app flylight`` (cldice localisation, greedy assignment, predictions' ids of at most
 800 voxels removed, false merges at clRecall 0.1, false splits at 0.05, dim and overlap
-subsets), ``util.check_fix_and_unify_ids``, ``compute.get_gt_coverage{,_dim,_overlap}``,
-``compute.get_m2m_metrics``, ``match.get_false_labels``. Section numbers refer to the
-conformance kit's SPEC.md. Values keep the reference's numeric types (numpy float32 where it
+subsets), ``util.check_fix_and_unify_ids``, ``localize.get_centerline_overlap``,
+``compute.get_gt_coverage{,_dim,_overlap}``, ``compute.get_m2m_metrics``,
+``match.get_false_labels``. Values keep the reference's numeric types (numpy float32 where it
 computes in float32) until the suite turns them into JSON.
 
-Where the reference crashes, the natural value is returned instead (SPEC 10): no matching
-when there is nothing to match, 0.0 for ratios over zero instances, one empty channel for an
-all-empty channel stack, integers wide enough for any number of ids.
+Where the reference crashes, the natural value is returned instead: no matching when there
+is nothing to match (``compute.get_gt_coverage_overlap`` takes the max of an empty matrix
+for an empty prediction), 0.0 for ratios over zero instances (``evaluate_volume`` divides by
+the GT count), one empty channel for an all-empty channel stack
+(``util.remove_empty_channels`` leaves no channel), integers wide enough for any number of
+ids (``util.check_fix_and_unify_ids`` writes back into the input's dtype).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.metrics.centerline import (
-    SkeletonHits, cldice, greedy_match, gt_coverage, many_to_many, overlap_matrix, split_merge_counts,
-)
+from evaluation.metrics.centerline import cldice, greedy_match, overlap_matrix
 from evaluation.metrics.skeleton import skeleton_voxels
 from evaluation.metrics.sparse_labels import SparseLabels
+from evaluation.readers.label_stacks import Channel
+from evaluation.suites.fisbe.coverage import SkeletonHits, gt_coverage
+from evaluation.suites.fisbe.many_to_many import many_to_many, split_merge_counts
 
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.55, 0.65, 0.75, 0.85, 0.95)
 POOLED_THRESHOLDS = THRESHOLDS[:9]
@@ -33,30 +37,25 @@ def table_name(threshold: float) -> str:
 
 @dataclass(frozen=True)
 class Settings:
-    """The FlyLight preset's knobs (``evaluate.main``, ``--app flylight``)."""
+    """The FlyLight preset's fixed clRecall thresholds of the many-to-many matching
+    (``evaluate.main``, ``--app flylight``: ``fm_thresh``, ``fs_thresh``); the small-id
+    removal, the preset's one knob a phase may change, happens before (:func:`unify`)."""
 
-    remove_small: int = 800
     fm_threshold: float = 0.1
     fs_threshold: float = 0.05
 
 
 # --------------------------------------------------------------------------------------------
-# Preprocessing (SPEC 2, steps 4-9)
-
-
-@dataclass
-class Channel:
-    """The nonzero voxels of one channel: sorted flat indices and their (original) ids."""
-
-    index: np.ndarray
-    values: np.ndarray
+# Preprocessing (``util.check_fix_and_unify_ids``)
 
 
 def unify(channels: list[Channel], shape, remove_small: int | None = None, dims=None) -> tuple[SparseLabels, list[int]]:
-    """Small-id removal (over all channels together, count <= ``remove_small``), empty channels
-    dropped (one empty channel kept if nothing is left), binary channels numbered, then ids
-    relabelled sequentially per channel with a running offset; ``dims`` (original ids) are
-    mapped through the first channel holding each id (0 if none does)."""
+    """Small-id removal (over all channels together, count <= ``remove_small``:
+    ``util.filter_components``), empty channels dropped (``util.remove_empty_channels``; one
+    empty channel kept if nothing is left), binary channels numbered
+    (``util.binary_masks_to_uniq_ids``), then ids relabelled sequentially per channel with a
+    running offset; ``dims`` (original ids) are mapped through the first channel holding each
+    id (0 if none does)."""
     if remove_small:
         values = np.concatenate([c.values for c in channels]) if channels else np.zeros(0, np.int64)
         ids, counts = np.unique(values, return_counts=True)
@@ -97,7 +96,8 @@ def _keep(channel: Channel, keep: np.ndarray) -> Channel:
 
 @dataclass
 class Localisation:
-    """Skeletons, their hits and the three (N_gt+1, N_pred+1) float32 matrices (SPEC 3)."""
+    """Skeletons, their hits and the three (N_gt+1, N_pred+1) float32 matrices: clRecall,
+    clPrecision and clDice (``localize.compute_localization_criterion`` with ``cldice``)."""
 
     gt_skeletons: list[np.ndarray]
     pred_skeletons: list[np.ndarray]

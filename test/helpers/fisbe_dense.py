@@ -1,19 +1,24 @@
-"""A straightforward, slow FISBe evaluation on dense full-volume arrays, written from the
-conformance kit's SPEC.md (sections 2-8) without the suite's sparse machinery: every instance
-is a full-volume boolean mask and every skeleton is computed on the whole volume, as the
-reference does. Tests and ``bench/fisbe_volume.py`` compare the suite with it value by value.
+"""A straightforward, slow FISBe evaluation on dense full-volume arrays, following the
+reference (Kainmueller-Lab/evaluate-instance-segmentation@cc34f4d: ``util.check_fix_and_unify_ids``,
+``localize.get_centerline_overlap``, ``match.assign_labels``, ``compute.get_gt_coverage*``,
+``match.get_m2m_matches``, ``match.get_false_labels``) without the suite's sparse machinery:
+every instance is a full-volume boolean mask and every skeleton is computed on the whole
+volume, as the reference does. Tests and ``bench/fisbe_volume.py`` compare the suite with it
+value by value.
 """
 
 import numpy as np
 
-from evaluation.metrics.centerline import LazyHeap
 from evaluation.metrics.skeleton import skeletonize_full
+from evaluation.suites.fisbe.many_to_many import LazyHeap
 
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.55, 0.65, 0.75, 0.85, 0.95)
 
 
 def prepare(stack: np.ndarray, remove_small=None, dims=()):
-    """SPEC 2 steps 4-8 on a (C, Z, Y, X) array; returns (relabelled stack, mapped dims)."""
+    """``util.check_fix_and_unify_ids`` on a (C, Z, Y, X) array (small ids removed, empty
+    channels dropped, binary channels numbered, ids relabelled per channel with a running
+    offset); returns (relabelled stack, mapped dims)."""
     a = np.asarray(stack).astype(np.int64)
     if remove_small:
         ids, counts = np.unique(a, return_counts=True)
