@@ -204,7 +204,7 @@ def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, c
     """The reference's own algorithm on two label images (ROI = union box padded by
     ceil(cap / vs) + 2, two full transforms per id). Orders of magnitude slower; kept as the
     executable specification that tests and ``bench/`` compare the fast path against."""
-    vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim:]
+    vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim :]
     pad = np.ceil(cap / vs).astype(int) + 2
     boxes_a, boxes_b = label_boxes(a), label_boxes(b)
     out = np.empty(len(ids), dtype=np.float32)
