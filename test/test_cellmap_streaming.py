@@ -59,8 +59,8 @@ def truth_instances(rng, shape, dtype, base):
     if ids and rng.random() < 0.5:  # two instances touching face to face
         z = int(rng.integers(0, shape[0]))
         y0 = int(rng.integers(0, max(1, shape[1] - 4)))
-        truth[z:z + 3, y0:y0 + 2, :4] = ids[0]
-        truth[z:z + 3, y0 + 2:y0 + 4, :4] = ids[-1]
+        truth[z : z + 3, y0 : y0 + 2, :4] = ids[0]
+        truth[z : z + 3, y0 + 2 : y0 + 4, :4] = ids[-1]
     return truth
 
 
@@ -113,7 +113,9 @@ def semantic(rng, shape, dtype, base_on=None):
             region, inside = _blob(rng, shape, 2, 12)
             mask[region] |= inside
     if dtype == np.float32:
-        return np.where(mask, rng.uniform(0.3, 1.0, shape), rng.uniform(0.0, 0.7, shape) * (rng.random(shape) < 0.2)).astype(np.float32)
+        return np.where(mask, rng.uniform(0.3, 1.0, shape), rng.uniform(0.0, 0.7, shape) * (rng.random(shape) < 0.2)).astype(
+            np.float32
+        )
     return mask.astype(dtype)
 
 
@@ -142,8 +144,13 @@ def random_case(seed: int, folder):
             truth[...] = 0
         pred_dtype = np.uint64 if base else rng.choice([np.uint8, np.uint16, np.uint32, np.uint64, np.int64])
         roll = rng.random()
-        pred = (np.zeros(shape, pred_dtype) if roll < 0.06 else noise(rng, shape, pred_dtype) if roll < 0.12
-                else perturbed(rng, truth, pred_dtype, base))
+        pred = (
+            np.zeros(shape, pred_dtype)
+            if roll < 0.06
+            else noise(rng, shape, pred_dtype)
+            if roll < 0.12
+            else perturbed(rng, truth, pred_dtype, base)
+        )
         label = "mito" if rng.random() < 0.9 else "er"  # "er" scored as an instance: resampled linearly
     else:
         truth = semantic(rng, shape, rng.choice([np.uint8, bool]))
@@ -163,7 +170,13 @@ def random_case(seed: int, folder):
     elif geometry in ("coarse", "fine", "odd"):
         factor = {"coarse": 2.0, "fine": 0.5, "odd": float(rng.choice([1.5, 0.75, 3.0]))}[geometry]
         step = np.asarray(voxel_size) * factor
-        pred = pred[::2, ::2, ::2] if factor >= 2 else np.repeat(np.repeat(np.repeat(pred, 2, 0), 2, 1), 2, 2) if factor <= 0.5 else pred
+        pred = (
+            pred[::2, ::2, ::2]
+            if factor >= 2
+            else np.repeat(np.repeat(np.repeat(pred, 2, 0), 2, 1), 2, 2)
+            if factor <= 0.5
+            else pred
+        )
         pred_attrs = {"voxel_size": list(step), "translation": list(np.asarray(translation) + rng.integers(-2, 3, 3) * step)}
     if pred.size == 0:
         pred = np.zeros((1, 1, 1), pred.dtype)
@@ -179,10 +192,23 @@ def random_case(seed: int, folder):
         limits = Limits(**{**limits.__dict__, "max_overlap_edges": 0})
     elif rng.random() < 0.1:
         limits = Limits(**{**limits.__dict__, "max_overlap_edges": int(rng.integers(0, 4))})
-    pair = Pair(crop="crop1", label=label, display=f"crop1/{label}", truth=crop / label,
-                pred=folder / "submission.zarr" / "crop1" / label, mask=mask, grid=grid, instance=instance,
-                version=version, limits=limits, pathological_crops=str(rng.choice(["ignore", "unmatched"])) if version == "head" else "ignore")
-    return pair, f"seed {seed}: {version} {'instance' if instance else 'semantic'} {label} {shape} {voxel_size} ids {kind} geometry {geometry} mask {mask is not None}"
+    pair = Pair(
+        crop="crop1",
+        label=label,
+        display=f"crop1/{label}",
+        truth=crop / label,
+        pred=folder / "submission.zarr" / "crop1" / label,
+        mask=mask,
+        grid=grid,
+        instance=instance,
+        version=version,
+        limits=limits,
+        pathological_crops=str(rng.choice(["ignore", "unmatched"])) if version == "head" else "ignore",
+    )
+    return (
+        pair,
+        f"seed {seed}: {version} {'instance' if instance else 'semantic'} {label} {shape} {voxel_size} ids {kind} geometry {geometry} mask {mask is not None}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,7 +364,7 @@ def _odd_prediction(rng, truth):
     pred = np.zeros(shape, rng.choice([np.float32, np.uint64, np.uint8]))
     z, y = int(rng.integers(0, shape[0])), int(rng.integers(0, shape[1]))
     values = rng.choice([1.5, 2.5, 3.0]) if pred.dtype.kind == "f" else rng.choice([1, 2])
-    pred[z, y, int(rng.integers(0, shape[2] // 2)):] = values
+    pred[z, y, int(rng.integers(0, shape[2] // 2)) :] = values
     if pred.dtype == np.uint64 and rng.random() < 0.5:
         pred[pred > 0] += np.uint64(2**63)
     if rng.random() < 0.5:  # a second row elsewhere: the whole array is labelled the general way
@@ -357,8 +383,10 @@ def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypat
     monkeypatch.setattr(volumes, "TILE_VOXELS", int(rng.choice([shape[2], 2 * shape[2], 40, 300, 10**6])))
     vs = VOXEL_SIZES[seed % len(VOXEL_SIZES)]
     limits = Limits.reference()
-    for ours, theirs in ((lambda: v2.score_instance(pred, truth, vs, limits), lambda: reference.v2_instance(pred, truth, vs, limits)),
-                         (lambda: head.score_instance(pred, truth, vs, limits), lambda: reference.head_instance(pred, truth, vs, limits))):
+    for ours, theirs in (
+        (lambda: v2.score_instance(pred, truth, vs, limits), lambda: reference.v2_instance(pred, truth, vs, limits)),
+        (lambda: head.score_instance(pred, truth, vs, limits), lambda: reference.head_instance(pred, truth, vs, limits)),
+    ):
         got, expected = outcome(ours), outcome(theirs)
         differing = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected) if not same(got.get(k), expected.get(k))}
         assert not differing, (seed, pred.dtype, differing)

@@ -167,7 +167,7 @@ def _hausdorff_sparse(sets, g: int, box_a: Box, parts, vs: np.ndarray) -> float:
 def capped_hausdorff_sets(sets, ids, voxel_size, cap: float) -> np.ndarray:
     """float32 ``d_g`` for each truth id in ``ids``, the sets given by ``sets`` (``ArraySets``
     or a provider with the same methods)."""
-    vs = np.asarray(voxel_size, dtype=np.float64)[-len(sets.shape):]
+    vs = np.asarray(voxel_size, dtype=np.float64)[-len(sets.shape) :]
     out = np.empty(len(ids), dtype=np.float32)
     for i, g in enumerate(int(x) for x in ids):
         parts = sets.parts(g)

@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - numba is a dependency
 _broken = False
 
 if numba is not None:
+
     @numba.njit(cache=True, nogil=True)
     def _component_stats(labels, n, sizes, first, boxes):
         nz, ny, nx = labels.shape
@@ -119,7 +120,7 @@ def component_stats(labels: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray,
     def fallback(labels, n, sizes, first, boxes):
         flat = labels.reshape(-1)
         counts = np.bincount(flat.astype(np.intp), minlength=n + 1)
-        sizes[1:] = counts[1:n + 1]
+        sizes[1:] = counts[1 : n + 1]
         running = np.maximum.accumulate(flat)
         starts = np.flatnonzero(np.diff(running, prepend=running.dtype.type(0)) > 0)
         first[flat[starts].astype(np.intp)] = starts

@@ -44,10 +44,13 @@ def read_pair(pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.ndarra
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
     pred = align(
-        source, zarr_store.attributes(source), pair.grid,
+        source,
+        zarr_store.attributes(source),
+        pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
         read=lambda region: zarr_store.read_array(source, pair.display, region=region),
-        max_size_ratio=pair.limits.max_volume_size_ratio, display=pair.display,
+        max_size_ratio=pair.limits.max_volume_size_ratio,
+        display=pair.display,
         infer_scale_from_shape=infer_scale_from_shape,
     )
     if pair.mask:
@@ -151,7 +154,9 @@ def _boundary(points, labels_at, shape, g):
 def _hausdorff_sparse(truth, assignment, g, box_a, parts, vs) -> float:
     truth_at = lambda p, i: truth[tuple(p.T)] == i  # noqa: E731
     points_a = np.argwhere(truth[box_a] == g) + _origin(box_a)
-    points_b = np.concatenate([np.argwhere(assignment.pieces[assignment.boxes[p]] == p) + _origin(assignment.boxes[p]) for p in parts])
+    points_b = np.concatenate(
+        [np.argwhere(assignment.pieces[assignment.boxes[p]] == p) + _origin(assignment.boxes[p]) for p in parts]
+    )
     a_outside_b = points_a[~assignment.at(points_a, g)]
     b_outside_a = points_b[~truth_at(points_b, g)]
     forward = _directed_tree(a_outside_b, _boundary(points_b, assignment.at, truth.shape, g), vs)
@@ -160,7 +165,7 @@ def _hausdorff_sparse(truth, assignment, g, box_a, parts, vs) -> float:
 
 
 def capped_hausdorff(truth, pieces, piece_ids, ids, voxel_size, cap) -> np.ndarray:
-    vs = np.asarray(voxel_size, dtype=np.float64)[-truth.ndim:]
+    vs = np.asarray(voxel_size, dtype=np.float64)[-truth.ndim :]
     boxes_a = label_boxes(truth)
     assignment = _Assignment(pieces, piece_ids)
     out = np.empty(len(ids), dtype=np.float32)
@@ -287,15 +292,25 @@ def v2_instance(pred, truth, voxel_size, limits) -> dict:
     truth_fg = truth > 0
     found = Instances.of(pred, truth, voxel_size, truth_fg)
     counts = binary_counts(truth_fg, found.components > 0)
-    binary_scores = {"iou": binary.iou(counts), "dice_score": binary.dice_as_scipy(counts), "binary_accuracy": binary.accuracy(counts)}
+    binary_scores = {
+        "iou": binary.iou(counts),
+        "dice_score": binary.dice_as_scipy(counts),
+        "binary_accuracy": binary.accuracy(counts),
+    }
     voi = rand_voi(found.table)
     try:
         mapping = found.match(limits)
     except Pathological as exc:
         return {
-            "mean_accuracy": 0, "binary_accuracy": binary_scores["binary_accuracy"], "hausdorff_distance": found.cap,
-            "normalized_hausdorff_distance": float(normalize_distances([found.cap], voxel_size)[0]), "combined_score": 0,
-            "iou": binary_scores["iou"], "dice_score": binary_scores["dice_score"], "status": str(exc), **voi,
+            "mean_accuracy": 0,
+            "binary_accuracy": binary_scores["binary_accuracy"],
+            "hausdorff_distance": found.cap,
+            "normalized_hausdorff_distance": float(normalize_distances([found.cap], voxel_size)[0]),
+            "combined_score": 0,
+            "iou": binary_scores["iou"],
+            "dice_score": binary_scores["dice_score"],
+            "status": str(exc),
+            **voi,
         }
     relabelled = np.arange(found.n_pred + 1)
     if mapping == {0: 0}:
@@ -308,9 +323,13 @@ def v2_instance(pred, truth, voxel_size, limits) -> dict:
     mean_accuracy = _id_accuracy(found.table, counts, relabelled)
     normalized = float(np.mean(normalize_distances(distances, voxel_size)))
     return {
-        "mean_accuracy": mean_accuracy, "hausdorff_distance": float(np.mean(distances)),
-        "normalized_hausdorff_distance": normalized, "combined_score": (mean_accuracy * normalized) ** 0.5,
-        "status": "scored", **binary_scores, **voi,
+        "mean_accuracy": mean_accuracy,
+        "hausdorff_distance": float(np.mean(distances)),
+        "normalized_hausdorff_distance": normalized,
+        "combined_score": (mean_accuracy * normalized) ** 0.5,
+        "status": "scored",
+        **binary_scores,
+        **voi,
     }
 
 
@@ -325,8 +344,14 @@ def head_semantic(pred, truth) -> dict:
 
 def _head_entry(tp, fp, fn, distances, voxel_size, status="scored") -> dict:
     normalized = normalize_distances(distances, voxel_size)
-    return {"tp": int(tp), "fp": int(fp), "fn": int(fn), "hausdorff_norm_sum": float(np.sum(normalized)),
-            "n_hausdorff": int(normalized.size), "status": status}
+    return {
+        "tp": int(tp),
+        "fp": int(fp),
+        "fn": int(fn),
+        "hausdorff_norm_sum": float(np.sum(normalized)),
+        "n_hausdorff": int(normalized.size),
+        "status": status,
+    }
 
 
 def head_instance(pred, truth, voxel_size, limits, pathological="ignore") -> dict:

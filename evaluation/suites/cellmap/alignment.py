@@ -269,8 +269,11 @@ class _Rescaling:
         in_shape = image.shape
         out_shape = _rescale_shape(in_shape, scale)
         factors = np.divide(in_shape, out_shape)  # resize
-        anti_aliasing = (input_type.kind != "b" and not (np.issubdtype(input_type, np.integer) and order == 0)
-                         and any(x < y for x, y in zip(out_shape, in_shape)))
+        anti_aliasing = (
+            input_type.kind != "b"
+            and not (np.issubdtype(input_type, np.integer) and order == 0)
+            and any(x < y for x, y in zip(out_shape, in_shape))
+        )
         if order > 0 and image.dtype.char not in "df":  # convert_to_float(preserve_range=True)
             image = image.astype(float)
         self.minimum, self.maximum, self._nan = self._range(image)
@@ -387,7 +390,7 @@ class BlockResampled:
             for j, b in enumerate(range(0, n, CHUNK_EDGE)):
                 small = _zoomed_length(min(b + CHUNK_EDGE, n) - b, f)
                 at[j] = int(b * f)
-                owner[at[j]:min(at[j] + small, out)] = j
+                owner[at[j] : min(at[j] + small, out)] = j
             self.owners.append((owner, at))
         self._cache: OrderedDict = OrderedDict()
 
@@ -406,15 +409,17 @@ class BlockResampled:
         out = np.zeros(box_shape(box), dtype=self.source_dtype if self.instance else np.float32)
         runs = []
         for s, (owner, _) in zip(box, self.owners):
-            o = owner[s.start:s.stop]
+            o = owner[s.start : s.stop]
             edges = np.flatnonzero(np.diff(o)) + 1
             starts, stops = np.concatenate([[0], edges]), np.concatenate([edges, [o.size]])
             runs.append([(int(o[a]), a, b) for a, b in zip(starts, stops) if o[a] >= 0])
         for parts in _product(runs):
             index = tuple(p[0] for p in parts)
             block = self._block(index)
-            local = tuple(slice(s.start + a - int(at[j]), s.start + b - int(at[j]))
-                          for s, (j, a, b), (_, at) in zip(box, parts, self.owners))
+            local = tuple(
+                slice(s.start + a - int(at[j]), s.start + b - int(at[j]))
+                for s, (j, a, b), (_, at) in zip(box, parts, self.owners)
+            )
             values = block.region(local)
             out[tuple(slice(a, b) for _, a, b in parts)] = values.astype(self.source_dtype) if self.instance else values
         return out if self.instance else out > SEMANTIC_THRESHOLD
@@ -429,8 +434,16 @@ def _product(lists):
             yield (first,) + rest
 
 
-def aligned(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
-            infer_scale_from_shape: bool = False):
+def aligned(
+    source,
+    attrs: dict,
+    grid: Grid,
+    instance: bool,
+    read,
+    max_size_ratio: float,
+    display: str,
+    infer_scale_from_shape: bool = False,
+):
     """``align``'s result as a volume of ``grid.shape`` (same checks, same values, same dtype),
     read region by region: ``read(region)`` loads a region of ``source``."""
     ndim = len(grid.shape)

@@ -237,7 +237,9 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
     pred = aligned(
-        source, zarr_store.attributes(source), pair.grid,
+        source,
+        zarr_store.attributes(source),
+        pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
         read=lambda region: zarr_store.read_array(source, pair.display, region=region),
         max_size_ratio=pair.limits.max_volume_size_ratio,

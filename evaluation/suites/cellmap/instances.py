@@ -130,9 +130,9 @@ def _face_pairs(cur_labels, cur_values, cur_row0, nb_labels, nb_values, nb_row0)
         for dj in (-1, 0, 1):
             jl, jh = max(0, -dj), min(width, width - dj)
             a = cur_labels[lo:hi, jl:jh]
-            b = nb_labels[lo + shift:hi + shift, jl + dj:jh + dj]
+            b = nb_labels[lo + shift : hi + shift, jl + dj : jh + dj]
             touch = (a != 0) & (b != 0)
-            touch &= cur_values[lo:hi, jl:jh] == nb_values[lo + shift:hi + shift, jl + dj:jh + dj]
+            touch &= cur_values[lo:hi, jl:jh] == nb_values[lo + shift : hi + shift, jl + dj : jh + dj]
             if touch.any():
                 found.append(np.stack([a[touch], b[touch]], axis=1))
     if not found:
@@ -263,12 +263,25 @@ class _Scan:
             n_pred = int(heads.size)
         components = _aggregate(lut, n_pred, sizes, first, boxes, self.total)
         table = _merge_tables(self.tables, lut)
-        counts = BinaryCounts(tp=self.tp, fp=self.n_pred_fg - self.tp, fn=self.n_truth - self.tp,
-                              tn=self.total - self.n_truth - self.n_pred_fg + self.tp)
+        counts = BinaryCounts(
+            tp=self.tp,
+            fp=self.n_pred_fg - self.tp,
+            fn=self.n_truth - self.tp,
+            tn=self.total - self.n_truth - self.n_pred_fg + self.tp,
+        )
         n_gt = int(np.max(np.array(self.maxima))) if self.maxima else 0
         truth_boxes = _merge_boxes(self.truth_rows)
-        return Instances(self.shape, tuple(voxel_size), max_distance(voxel_size, self.shape), n_pred, n_gt, table,
-                         counts, components, truth_boxes)
+        return Instances(
+            self.shape,
+            tuple(voxel_size),
+            max_distance(voxel_size, self.shape),
+            n_pred,
+            n_gt,
+            table,
+            counts,
+            components,
+            truth_boxes,
+        )
 
 
 def _aggregate(lut, n_pred, sizes, first, boxes, total) -> Components:
