@@ -81,7 +81,9 @@ MANIFEST = Path(__file__).resolve().parent / "data" / "cellmap_test_crop_manifes
 MANIFEST_SHA256 = "dc30f370bf7c1672cb89961edcd9e9099377ccba064c2f45123cc1472b96bbf7"
 GEN_VERSION = 3  # bump whenever the generated content changes
 GRAND_CHALLENGE_DATA_LIMIT = 7516192768  # bytes: RLIMIT_DATA of every process on the default machine
-DEFAULT_CACHE = Path("/work/bench-cache/cellmap_test_set") if Path("/work").is_dir() else Path("/tmp/bench-cache/cellmap_test_set")
+DEFAULT_CACHE = (
+    Path("/work/bench-cache/cellmap_test_set") if Path("/work").is_dir() else Path("/tmp/bench-cache/cellmap_test_set")
+)
 
 try:
     from evaluation.suites.cellmap import INSTANCE_CLASSES
@@ -137,8 +139,17 @@ def read_manifest(scale: float) -> dict[int, Crop]:
             raise SystemExit(f"crop {crop}: labels on different grids are not supported by this bench")
         voxel_size, translation, shape = grids.pop()
         full = _numbers(shape, int)
-        crops[crop] = Crop(crop, group[0]["dataset"], _numbers(voxel_size, float), _numbers(translation, float),
-                           voxel_size, translation, full, scaled_shape(full, scale), tuple(r["class_label"] for r in group))
+        crops[crop] = Crop(
+            crop,
+            group[0]["dataset"],
+            _numbers(voxel_size, float),
+            _numbers(translation, float),
+            voxel_size,
+            translation,
+            full,
+            scaled_shape(full, scale),
+            tuple(r["class_label"] for r in group),
+        )
     return crops
 
 
@@ -150,8 +161,15 @@ SOLID = [(0.0, None)]
 # family -> [(label, bands)], a band (t1, t2) = inside the shape shrunk by t1 and not inside it
 # shrunk by t2 (None: no inner cut). Instance labels take only the solid band.
 LAYERS = {
-    "nuc": [("nuc", SOLID), ("ne", [(0, 4)]), ("ne_mem", [(0, 1), (3, 4)]), ("ne_lum", [(1, 3)]),
-            ("ne_mem_all", [(0, 1), (3, 4)]), ("er_mem_all", [(0, 1), (3, 4)]), ("nucpl", [(4, None)])],
+    "nuc": [
+        ("nuc", SOLID),
+        ("ne", [(0, 4)]),
+        ("ne_mem", [(0, 1), (3, 4)]),
+        ("ne_lum", [(1, 3)]),
+        ("ne_mem_all", [(0, 1), (3, 4)]),
+        ("er_mem_all", [(0, 1), (3, 4)]),
+        ("nucpl", [(4, None)]),
+    ],
     "np": [("np", SOLID), ("np_out", [(0, 1.5)]), ("np_in", [(1.5, None)]), ("ne_mem_all", SOLID)],
     "hchrom": [("chrom", SOLID), ("hchrom", SOLID)],
     "echrom": [("chrom", SOLID), ("echrom", SOLID)],
@@ -283,8 +301,11 @@ class Cells:
             need_j = j in margins and -value - half < threshold
             if not (need_i or need_j):
                 continue
-            plane = (np.float32(normal[0]) * axes[0]).reshape(-1, 1, 1) + (np.float32(normal[1]) * axes[1]).reshape(1, -1, 1) \
+            plane = (
+                (np.float32(normal[0]) * axes[0]).reshape(-1, 1, 1)
+                + (np.float32(normal[1]) * axes[1]).reshape(1, -1, 1)
                 + (np.float32(normal[2]) * axes[2] + np.float32(offset)).reshape(1, 1, -1)
+            )
             if need_i:
                 margins[i] = plane if margins[i] is None else np.minimum(margins[i], plane)
             if need_j:
@@ -310,9 +331,13 @@ class Scene:
 def random_rotation(rng) -> np.ndarray:
     q = rng.normal(size=4)
     a, b, c, d = q / np.linalg.norm(q)
-    return np.array([[a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)],
-                     [2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)],
-                     [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d]])
+    return np.array(
+        [
+            [a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)],
+            [2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)],
+            [2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d],
+        ]
+    )
 
 
 def unit(rng) -> np.ndarray:
@@ -379,12 +404,24 @@ def truth_scene(crop: Crop, seed: int, scale: float) -> tuple[Scene, dict]:
                 families["np"].append(Obj(TUBE, len(families["np"]) + 1, p0=surface - 5 * d, p1=surface + 1 * d, rad=3.0))
             for _ in range(8):
                 d = unit(rng)
-                families["hchrom"].append(Obj(ELL, 0, c=n.c + d * n.radii * rng.uniform(0.7, 0.8),
-                                              radii=scale_r * rng.uniform(0.12, 0.2) * rng.uniform(0.8, 1.2, 3)))
+                families["hchrom"].append(
+                    Obj(
+                        ELL,
+                        0,
+                        c=n.c + d * n.radii * rng.uniform(0.7, 0.8),
+                        radii=scale_r * rng.uniform(0.12, 0.2) * rng.uniform(0.8, 1.2, 3),
+                    )
+                )
             for _ in range(5):
                 d = unit(rng)
-                families["echrom"].append(Obj(ELL, 0, c=n.c + d * n.radii * rng.uniform(0, 0.45),
-                                              radii=scale_r * rng.uniform(0.1, 0.2) * rng.uniform(0.8, 1.2, 3)))
+                families["echrom"].append(
+                    Obj(
+                        ELL,
+                        0,
+                        c=n.c + d * n.radii * rng.uniform(0, 0.45),
+                        radii=scale_r * rng.uniform(0.1, 0.2) * rng.uniform(0.8, 1.2, 3),
+                    )
+                )
 
     count = min(1500, round(300 * density))
     mito_radii = np.stack([rng.uniform(4, 9, count), rng.uniform(4, 9, count), rng.uniform(10, 30, count)], axis=1)
@@ -406,7 +443,9 @@ def truth_scene(crop: Crop, seed: int, scale: float) -> tuple[Scene, dict]:
             families[name].append(Obj(ELL, len(families[name]) + 1, c=place(r), radii=r * rng.uniform(0.8, 1.2, 3)))
     for _ in range(max(1, round(60 * density))):
         start, length = place(3), rng.uniform(80, 300) * max(big, 0.3)
-        families["mt"].append(Obj(TUBE, len(families["mt"]) + 1, p0=start, p1=start + length * unit(rng), rad=rng.uniform(2.5, 3.5)))
+        families["mt"].append(
+            Obj(TUBE, len(families["mt"]) + 1, p0=start, p1=start + length * unit(rng), rad=rng.uniform(2.5, 3.5))
+        )
     end = None
     for _ in range(max(1, round(200 * density))):
         chained = end is not None and np.all((end >= 0) & (end < shape)) and rng.random() < 0.7
@@ -439,7 +478,7 @@ def perturb(name: str, family: Family, rng, shape, instance: bool) -> Family:
         centres = np.array([o.c for o in objs])
         tree = cKDTree(centres) if len(objs) > 1 else None
         jitter = 3 if name == "nuc" else 2
-        for index, o in enumerate(objs):
+        for o in objs:
             roll = rng.random()
             if roll < 0.07:  # dropped
                 continue
@@ -475,13 +514,19 @@ def prediction_scene(truth: Scene, present: dict, crop: Crop, seed: int) -> Scen
         instance = any(label in INSTANCE for label, _ in LAYERS[name])
         fam = perturb(name, family, rng, shape, instance)
         if not present[name] and len(crop.labels) >= 40 and rng.random() < 0.3:  # predicted where there is none
-            fam = Family(name, [Obj(ELL, i + 1, c=rng.uniform(0, shape), radii=rng.uniform(4, 10, 3)) for i in range(int(rng.integers(1, 6)))])
+            fam = Family(
+                name,
+                [Obj(ELL, i + 1, c=rng.uniform(0, shape), radii=rng.uniform(4, 10, 3)) for i in range(int(rng.integers(1, 6)))],
+            )
         families[name] = fam
     cells = None
     if truth.cells is not None:
         rng = np.random.default_rng([seed, crop.crop, 1, 999])
-        cells = Cells(truth.cells.seeds + rng.normal(0, 1.5, truth.cells.seeds.shape), truth.cells.gap * rng.uniform(0.9, 1.1),
-                      truth.cells.membrane)
+        cells = Cells(
+            truth.cells.seeds + rng.normal(0, 1.5, truth.cells.seeds.shape),
+            truth.cells.gap * rng.uniform(0.9, 1.1),
+            truth.cells.membrane,
+        )
     return Scene(truth.shape, families, cells)
 
 
@@ -666,8 +711,10 @@ def render_block(scene: Scene, wanted: set[str], step: int, origin, extent, chun
                 cyto = array("cyto")
                 cyto[inner] = ~occupied[inner]
         else:
-            which, margin = cells.block([np.float32(pmin[k]) + np.float32(step) * np.arange(extent[k], dtype=np.float32) for k in range(3)],
-                                        cells.gap / 2 + cells.membrane)
+            which, margin = cells.block(
+                [np.float32(pmin[k]) + np.float32(step) * np.arange(extent[k], dtype=np.float32) for k in range(3)],
+                cells.gap / 2 + cells.membrane,
+            )
             in_cell = margin >= np.float32(cells.gap / 2)
             pm = in_cell & (margin < np.float32(cells.gap / 2 + cells.membrane))
             if "cell" in wanted:
@@ -749,8 +796,15 @@ def _render_task(task):
 
 
 def _stamp_of(crop: Crop, seed: int, scale: float, chunk: int) -> dict:
-    return {"generator": GEN_VERSION, "seed": seed, "scale": scale, "chunk": chunk, "crop": crop.crop,
-            "shape": list(crop.shape), "labels": list(crop.labels)}
+    return {
+        "generator": GEN_VERSION,
+        "seed": seed,
+        "scale": scale,
+        "chunk": chunk,
+        "crop": crop.crop,
+        "shape": list(crop.shape),
+        "labels": list(crop.labels),
+    }
 
 
 def store_folder(cache: Path, seed: int, scale: float, chunk: int) -> Path:
@@ -786,25 +840,39 @@ def generate(crops: list[Crop], store: Path, seed: int, scale: float, chunk: int
         pred = prediction_scene(truth, present, crop, seed)
         scenes[(crop.crop, "truth")], scenes[(crop.crop, "pred")] = truth, pred
         submitted = submission_plan(crop, seed)
-        info[crop.crop] = {"objects": {n: len(f) for n, f in truth.families.items() if len(f)},
-                           "absent_families": sorted(n for n, p in present.items() if not p),
-                           "missing_labels": sorted(set(crop.labels) - set(submitted)),
-                           "coarse_labels": sorted(s.label for s in submitted.values() if s.step == 2),
-                           "pred_dtypes": {s.label: s.dtype for s in submitted.values()}}
+        info[crop.crop] = {
+            "objects": {n: len(f) for n, f in truth.families.items() if len(f)},
+            "absent_families": sorted(n for n, p in present.items() if not p),
+            "missing_labels": sorted(set(crop.labels) - set(submitted)),
+            "coarse_labels": sorted(s.label for s in submitted.values() if s.step == 2),
+            "pred_dtypes": {s.label: s.dtype for s in submitted.values()},
+        }
         truth_group = zarr.open_group(str(truth_root), mode="a", zarr_format=2)
         pred_group = zarr.open_group(str(pred_root), mode="a", zarr_format=2)
         by_step: dict[int, list] = defaultdict(list)
         truth_labels = []
         for label in crop.labels:
             dtype = "uint32" if label in INSTANCE else "uint8"
-            _create(truth_group, f"crop{crop.crop}/{label}", crop.shape, dtype, _chunks(crop.shape, chunk),
-                    {"voxel_size": list(crop.voxel_size), "translation": list(crop.translation), "shape": list(crop.shape)})
+            _create(
+                truth_group,
+                f"crop{crop.crop}/{label}",
+                crop.shape,
+                dtype,
+                _chunks(crop.shape, chunk),
+                {"voxel_size": list(crop.voxel_size), "translation": list(crop.translation), "shape": list(crop.shape)},
+            )
             truth_labels.append((label, dtype, str(truth_root / f"crop{crop.crop}" / label)))
             if label in submitted:
                 s = submitted[label]
                 shape = tuple(n // s.step for n in crop.shape)
-                _create(pred_group, f"crop{crop.crop}/{label}", shape, s.dtype, _chunks(shape, chunk),
-                        {"voxel_size": [v * s.step for v in crop.voxel_size], "translation": coarse_translation(crop, s.step)})
+                _create(
+                    pred_group,
+                    f"crop{crop.crop}/{label}",
+                    shape,
+                    s.dtype,
+                    _chunks(shape, chunk),
+                    {"voxel_size": [v * s.step for v in crop.voxel_size], "translation": coarse_translation(crop, s.step)},
+                )
                 by_step[s.step].append((label, s.dtype, str(pred_root / f"crop{crop.crop}" / label)))
         groups = [("truth", 1, crop.shape, truth_labels)]
         groups += [("pred", step, tuple(n // step for n in crop.shape), labels) for step, labels in sorted(by_step.items())]
@@ -815,7 +883,10 @@ def generate(crops: list[Crop], store: Path, seed: int, scale: float, chunk: int
             grid = [range(-(-n // k)) for n, k in zip(shape, chunks)]
             tasks += [(key, (z, y, x)) for z in grid[0] for y in grid[1] for x in grid[2]]
     setup = time.perf_counter() - started
-    print(f"generation: {len(todo)} crops to render, {len(tasks)} chunk tasks, scenes and metadata {setup:.1f} s  [{load()}]", flush=True)
+    print(
+        f"generation: {len(todo)} crops to render, {len(tasks)} chunk tasks, scenes and metadata {setup:.1f} s  [{load()}]",
+        flush=True,
+    )
 
     _STATE.update(scenes=scenes, passes=passes)
     remaining = defaultdict(int)
@@ -839,22 +910,35 @@ def generate(crops: list[Crop], store: Path, seed: int, scale: float, chunk: int
             done += 1
             if remaining[crop_id] == 0:
                 crop = next(c for c in todo if c.crop == crop_id)
-                record = {**_stamp_of(crop, seed, scale, chunk), **info[crop_id],
-                          "truth": _jsonable(totals[(crop_id, "truth")]), "pred": _jsonable(totals[(crop_id, "pred")])}
+                record = {
+                    **_stamp_of(crop, seed, scale, chunk),
+                    **info[crop_id],
+                    "truth": _jsonable(totals[(crop_id, "truth")]),
+                    "pred": _jsonable(totals[(crop_id, "pred")]),
+                }
                 (stamps / f"crop{crop_id}.json").write_text(json.dumps(record, indent=1))
-                print(f"  crop {crop_id} done ({done}/{len(tasks)} tasks, {time.perf_counter() - started:.0f} s)  [{load()}]", flush=True)
+                print(
+                    f"  crop {crop_id} done ({done}/{len(tasks)} tasks, {time.perf_counter() - started:.0f} s)  [{load()}]",
+                    flush=True,
+                )
         pool.close()
         pool.join()  # workers reaped: their CPU time counts in os.times().children_*
     _STATE.clear()
     wall = time.perf_counter() - started
     end = os.times()
-    cpu_seconds = (end.user + end.system + end.children_user + end.children_system) - (cpu.user + cpu.system + cpu.children_user + cpu.children_system)
+    cpu_seconds = (end.user + end.system + end.children_user + end.children_system) - (
+        cpu.user + cpu.system + cpu.children_user + cpu.children_system
+    )
     return {"seconds": wall, "cpu_seconds": cpu_seconds, "tasks": len(tasks), "crops": [c.crop for c in todo]}
 
 
 def _jsonable(totals: dict) -> dict:
-    return {"chunks": totals["chunks"], "bytes": totals["bytes"], "seconds": round(totals["seconds"], 3),
-            "nonzero": dict(totals["nonzero"])}
+    return {
+        "chunks": totals["chunks"],
+        "bytes": totals["bytes"],
+        "seconds": round(totals["seconds"], 3),
+        "nonzero": dict(totals["nonzero"]),
+    }
 
 
 def _chunks(shape, chunk: int) -> tuple[int, ...]:
@@ -867,9 +951,17 @@ def _chunks(shape, chunk: int) -> tuple[int, ...]:
 
 
 def _create(group, name: str, shape, dtype: str, chunks, attrs: dict) -> None:
-    group.create_array(name, shape=tuple(shape), dtype=dtype, chunks=tuple(chunks), compressors=_compressor(),
-                       fill_value=False if dtype == "bool" else 0, chunk_key_encoding={"name": "v2", "separator": "/"},
-                       attributes=attrs, overwrite=True)
+    group.create_array(
+        name,
+        shape=tuple(shape),
+        dtype=dtype,
+        chunks=tuple(chunks),
+        compressors=_compressor(),
+        fill_value=False if dtype == "bool" else 0,
+        chunk_key_encoding={"name": "v2", "separator": "/"},
+        attributes=attrs,
+        overwrite=True,
+    )
 
 
 def folder_size(path: Path) -> tuple[int, int]:
@@ -916,10 +1008,14 @@ def build_view(store: Path, crops: list[Crop], all_crops: bool, version: str) ->
     lines = ["crop_name,dataset,class_label,voxel_size,translation,shape"]
     for crop in crops:
         shape = "[" + ";".join(str(n) for n in crop.shape) + "]"
-        lines += [f"{crop.crop},{crop.dataset},{label},{crop.voxel_size_text},{crop.translation_text},{shape}" for label in crop.labels]
+        lines += [
+            f"{crop.crop},{crop.dataset},{label},{crop.voxel_size_text},{crop.translation_text},{shape}" for label in crop.labels
+        ]
     (phase / "manifest.csv").write_text("\n".join(lines) + "\n")
-    (phase / "phase.yaml").write_text("# bench/cellmap_test_set.py: the CellMap test set's crops and labels, synthetic content\n"
-                                      "suite: cellmap\n" + ("" if version == "v2" else f"version: {version}\n"))
+    (phase / "phase.yaml").write_text(
+        "# bench/cellmap_test_set.py: the CellMap test set's crops and labels, synthetic content\n"
+        "suite: cellmap\n" + ("" if version == "v2" else f"version: {version}\n")
+    )
     return phase, submission.parent
 
 
@@ -976,9 +1072,25 @@ def run_cli(phase: Path, inputs: Path, output: Path, workers: int, limit: int) -
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
     log_path = output.parent / (output.name + ".stderr.jsonl")
-    command = ["prlimit", f"--data={limit}", sys.executable, "-m", "evaluation", "--input", str(inputs),
-               "--ground-truth", str(phase), "--output", str(output), "--workers", str(workers)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+    command = [
+        "prlimit",
+        f"--data={limit}",
+        sys.executable,
+        "-m",
+        "evaluation",
+        "--input",
+        str(inputs),
+        "--ground-truth",
+        str(phase),
+        "--output",
+        str(output),
+        "--workers",
+        str(workers),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+    }
     loads, stop = [], threading.Event()
 
     def sample():
@@ -995,9 +1107,16 @@ def run_cli(phase: Path, inputs: Path, output: Path, workers: int, limit: int) -
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         stop.set()
-    run = {"wall": wall, "cpu_user": usage.ru_utime, "cpu_system": usage.ru_stime, "exit": process.returncode,
-           "load_before": load_before, "load_after": os.getloadavg(),
-           "load_max": max(loads, default=float("nan")), "load_mean": float(np.mean(loads)) if loads else float("nan")}
+    run = {
+        "wall": wall,
+        "cpu_user": usage.ru_utime,
+        "cpu_system": usage.ru_stime,
+        "exit": process.returncode,
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "load_max": max(loads, default=float("nan")),
+        "load_mean": float(np.mean(loads)) if loads else float("nan"),
+    }
     (output.parent / (output.name + ".run.json")).write_text(json.dumps(run))
     return load_run(output)
 
@@ -1036,13 +1155,17 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
     resources = next((e for e in events if e.get("event") == "resources"), {})
     crashed = [e for e in events if e.get("event") in ("internal_error", "phase_or_grader_error", "task_exception")]
     print()
-    print(f"CLI (prlimit --data={GRAND_CHALLENGE_DATA_LIMIT}, --workers 2): exit {scored['exit']}, "
-          f"wall {scored['wall']:.1f} s, CPU {scored['cpu_user']:.1f} s user + {scored['cpu_system']:.1f} s system "
-          f"(CLI and its workers)  [load before {scored['load_before'][0]:.2f}, during mean {scored['load_mean']:.2f} "
-          f"max {scored['load_max']:.2f}, after {scored['load_after'][0]:.2f}]")
-    print(f"  budget {resources.get('memory_budget_mb')} MB for {resources.get('workers')} workers (limits {resources.get('limits_mb')}); "
-          f"tasks run {len(finished)}, failed or refused {len(failed)}; largest worker peak {written.get('worker_peak_rss_mb')} MB, "
-          f"main process peak {written.get('peak_rss_mb')} MB")
+    print(
+        f"CLI (prlimit --data={GRAND_CHALLENGE_DATA_LIMIT}, --workers 2): exit {scored['exit']}, "
+        f"wall {scored['wall']:.1f} s, CPU {scored['cpu_user']:.1f} s user + {scored['cpu_system']:.1f} s system "
+        f"(CLI and its workers)  [load before {scored['load_before'][0]:.2f}, during mean {scored['load_mean']:.2f} "
+        f"max {scored['load_max']:.2f}, after {scored['load_after'][0]:.2f}]"
+    )
+    print(
+        f"  budget {resources.get('memory_budget_mb')} MB for {resources.get('workers')} workers (limits {resources.get('limits_mb')}); "
+        f"tasks run {len(finished)}, failed or refused {len(failed)}; largest worker peak {written.get('worker_peak_rss_mb')} MB, "
+        f"main process peak {written.get('peak_rss_mb')} MB"
+    )
     for e in crashed:
         print(f"  {e.get('event')}: {json.dumps({k: v for k, v in e.items() if k not in ('timestamp',)})[:600]}")
     if scored["plain"]:
@@ -1056,8 +1179,10 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
     for e in failed:
         failures[int(e["case"].split("/")[0].removeprefix("crop"))].append(e)
     print()
-    header = (f"{'crop':>5} {'shape':>14} {'voxel nm':>15} {'labels':>6} {'run':>4} {'ok':>4} {'refused':>7} "
-              f"{'task s':>8} {'max s':>7} {'max peak MB':>11} {'max est MB':>10} {'floor s':>8} {'floor GB':>8}")
+    header = (
+        f"{'crop':>5} {'shape':>14} {'voxel nm':>15} {'labels':>6} {'run':>4} {'ok':>4} {'refused':>7} "
+        f"{'task s':>8} {'max s':>7} {'max peak MB':>11} {'max est MB':>10} {'floor s':>8} {'floor GB':>8}"
+    )
     print(header)
     sums = defaultdict(float)
     for crop in crops:
@@ -1070,23 +1195,31 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
         ok = sum(1 for e in tasks if e.get("ok"))
         sums["seconds"] += seconds
         sums["floor"] += fs
-        print(f"{crop.crop:>5} {'x'.join(map(str, crop.shape)):>14} {'/'.join(f'{v:g}' for v in crop.voxel_size):>15} "
-              f"{len(crop.labels):>6} {len(tasks):>4} {ok:>4} {len(failures.get(crop.crop, [])):>7} {seconds:>8.1f} "
-              f"{max((e['seconds'] for e in tasks), default=0):>7.1f} {max(peaks, default=0):>11} {max(estimates, default=0):>10} "
-              f"{fs:>8.1f} {fb / 1e9:>8.1f}")
-    print(f"{'all':>5} {'':>14} {'':>15} {sum(len(c.labels) for c in crops):>6} {len(finished):>4} "
-          f"{sum(1 for e in finished if e.get('ok')):>4} {len(failed):>7} {sums['seconds']:>8.1f} {'':>7} "
-          f"{max((e.get('peak_rss_mb') or 0 for e in finished), default=0):>11} {'':>10} {sums['floor']:>8.1f}")
+        print(
+            f"{crop.crop:>5} {'x'.join(map(str, crop.shape)):>14} {'/'.join(f'{v:g}' for v in crop.voxel_size):>15} "
+            f"{len(crop.labels):>6} {len(tasks):>4} {ok:>4} {len(failures.get(crop.crop, [])):>7} {seconds:>8.1f} "
+            f"{max((e['seconds'] for e in tasks), default=0):>7.1f} {max(peaks, default=0):>11} {max(estimates, default=0):>10} "
+            f"{fs:>8.1f} {fb / 1e9:>8.1f}"
+        )
+    print(
+        f"{'all':>5} {'':>14} {'':>15} {sum(len(c.labels) for c in crops):>6} {len(finished):>4} "
+        f"{sum(1 for e in finished if e.get('ok')):>4} {len(failed):>7} {sums['seconds']:>8.1f} {'':>7} "
+        f"{max((e.get('peak_rss_mb') or 0 for e in finished), default=0):>11} {'':>10} {sums['floor']:>8.1f}"
+    )
 
     if finished:
         print()
         print("slowest tasks (seconds, worker peak MB, scheduler estimate MB; estimate + 200 MB baseline should bound the peak):")
         for e in sorted(finished, key=lambda e: -e["seconds"])[:12]:
-            print(f"  {e['task']:<24} {e['seconds']:>7.1f} s  peak {e.get('peak_rss_mb')!s:>6} MB  estimate {e['estimate_mb']:>6} MB  ok={e.get('ok')}")
+            print(
+                f"  {e['task']:<24} {e['seconds']:>7.1f} s  peak {e.get('peak_rss_mb')!s:>6} MB  estimate {e['estimate_mb']:>6} MB  ok={e.get('ok')}"
+            )
         over = [e for e in finished if e.get("peak_rss_mb") is not None and e["peak_rss_mb"] > e["estimate_mb"] + 200]
         ratios = [e["peak_rss_mb"] / max(1, e["estimate_mb"] + 200) for e in finished if e.get("peak_rss_mb")]
-        print(f"  peak / (estimate + 200 MB): median {np.median(ratios):.2f}, max {max(ratios):.2f}; "
-              f"{len(over)} task(s) above their estimate" + (": " + ", ".join(e["task"] for e in over[:10]) if over else ""))
+        print(
+            f"  peak / (estimate + 200 MB): median {np.median(ratios):.2f}, max {max(ratios):.2f}; "
+            f"{len(over)} task(s) above their estimate" + (": " + ", ".join(e["task"] for e in over[:10]) if over else "")
+        )
     if finished:
         coarse = set()
         for crop in crops:
@@ -1100,16 +1233,20 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
             classes[(kind, "resampled x2" if (crop_id, label) in coarse else "native")].append(e)
         print()
         print("by kind (prediction at the crop's voxel size, or at twice it and resampled by the suite):")
-        print(f"  {'kind':<9} {'grid':<13} {'tasks':>5} {'sum s':>8} {'median s':>8} {'max s':>7} {'s per G voxel':>13} "
-              f"{'peak/(est+200) median':>21} {'max':>5}")
+        print(
+            f"  {'kind':<9} {'grid':<13} {'tasks':>5} {'sum s':>8} {'median s':>8} {'max s':>7} {'s per G voxel':>13} "
+            f"{'peak/(est+200) median':>21} {'max':>5}"
+        )
         voxels = {c.crop: c.voxels for c in crops}
         for (kind, grid), items in sorted(classes.items()):
             seconds = [e["seconds"] for e in items]
             ratios = [e["peak_rss_mb"] / (e["estimate_mb"] + 200) for e in items if e.get("peak_rss_mb")]
             gvox = sum(voxels[int(e["task"].split("/")[0].removeprefix("crop"))] for e in items) / 1e9
-            print(f"  {kind:<9} {grid:<13} {len(items):>5} {sum(seconds):>8.1f} {np.median(seconds):>8.1f} {max(seconds):>7.1f} "
-                  f"{sum(seconds) / max(gvox, 1e-9):>13.1f} {np.median(ratios) if ratios else float('nan'):>21.2f} "
-                  f"{max(ratios, default=float('nan')):>5.2f}")
+            print(
+                f"  {kind:<9} {grid:<13} {len(items):>5} {sum(seconds):>8.1f} {np.median(seconds):>8.1f} {max(seconds):>7.1f} "
+                f"{sum(seconds) / max(gvox, 1e-9):>13.1f} {np.median(ratios) if ratios else float('nan'):>21.2f} "
+                f"{max(ratios, default=float('nan')):>5.2f}"
+            )
     if failed:
         print()
         print("refused or failed tasks:")
@@ -1118,21 +1255,27 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
             kinds[e.get("kind")].append(e)
         for kind, items in kinds.items():
             print(f"  {kind}: {len(items)}")
-        for e in sorted(failed, key=lambda e: (int(e["case"].split('/')[0].removeprefix('crop')), e["case"])):
+        for e in sorted(failed, key=lambda e: (int(e["case"].split("/")[0].removeprefix("crop")), e["case"])):
             print(f"  {e['case']:<24} {e.get('kind')}: {e.get('message')}")
         needs = [float(m.group(1)) for e in failed for m in [re.search(r"about ([0-9.]+) GiB", e.get("message") or "")] if m]
         if needs:
-            print(f"  memory refusals: {len(needs)}, needing {min(needs):.1f}-{max(needs):.1f} GiB (median {np.median(needs):.1f})")
+            print(
+                f"  memory refusals: {len(needs)}, needing {min(needs):.1f}-{max(needs):.1f} GiB (median {np.median(needs):.1f})"
+            )
 
     if floor:
         print()
-        print(f"decoding floor (evaluation.readers.zarr_store, every stored array read once in chunk slabs, one process; {load()}):")
+        print(
+            f"decoding floor (evaluation.readers.zarr_store, every stored array read once in chunk slabs, one process; {load()}):"
+        )
         floor_pairs = floor.pop("pairs", {})
         for side in ("truth", "pred"):
             for kind in ("instance", "semantic"):
                 items = [v for (c, s, k), v in floor.items() if s == side and k == kind]
-                print(f"  {side:<5} {kind:<8} {sum(v['seconds'] for v in items):8.1f} s wall {sum(v['cpu'] for v in items):8.1f} s CPU "
-                      f"{sum(v['voxels'] for v in items) / 1e9:7.2f} G voxels {sum(v['bytes'] for v in items) / 1e9:7.1f} GB decoded")
+                print(
+                    f"  {side:<5} {kind:<8} {sum(v['seconds'] for v in items):8.1f} s wall {sum(v['cpu'] for v in items):8.1f} s CPU "
+                    f"{sum(v['voxels'] for v in items) / 1e9:7.2f} G voxels {sum(v['bytes'] for v in items) / 1e9:7.1f} GB decoded"
+                )
         total = sum(v["seconds"] for v in floor.values())
         print(f"  all {total:.1f} s; CLI wall / floor = {scored['wall'] / max(total, 1e-9):.1f}x")
         # per kind, over the (crop, label) pairs the CLI scored: summed task seconds vs the floor of those arrays
@@ -1141,8 +1284,10 @@ def report(crops: list[Crop], scored: dict, floor: dict | None, store: Path) -> 
             pairs = {(int(e["task"].split("/")[0].removeprefix("crop")), e["task"].split("/")[1]) for e in ran}
             floor_s = sum(v for (c, label), v in floor_pairs.items() if (c, label) in pairs)
             task_s = sum(e["seconds"] for e in ran)
-            print(f"  {kind} pairs scored: {len(ran)}, summed task seconds {task_s:.1f} s vs their floor {floor_s:.1f} s "
-                  f"(truth + prediction decoded once) = {task_s / max(floor_s, 1e-9):.1f}x")
+            print(
+                f"  {kind} pairs scored: {len(ran)}, summed task seconds {task_s:.1f} s vs their floor {floor_s:.1f} s "
+                f"(truth + prediction decoded once) = {task_s / max(floor_s, 1e-9):.1f}x"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1162,8 +1307,11 @@ def main():
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--generate-only", action="store_true")
     mode.add_argument("--score-only", action="store_true", help="score what the cache holds (fails if a crop is missing)")
-    mode.add_argument("--rereport", action="store_true",
-                      help="print the figures of the last scoring run of these crops again (its log, run.json and floor.json), without scoring")
+    mode.add_argument(
+        "--rereport",
+        action="store_true",
+        help="print the figures of the last scoring run of these crops again (its log, run.json and floor.json), without scoring",
+    )
     parser.add_argument("--no-floor", action="store_true", help="skip the decoding floor")
     args = parser.parse_args()
 
@@ -1185,26 +1333,34 @@ def main():
         crops = list(manifest.values())
     store = store_folder(args.cache, args.seed, args.scale, args.chunk)
     label_voxels = sum(c.voxels * len(c.labels) for c in crops)
-    print(f"{len(crops)} crops, {sum(len(c.labels) for c in crops)} labels, {label_voxels / 1e9:.2f} G label-voxels "
-          f"(scale {args.scale:g}); cache {store}; evaluation from {ROOT}  [{load()}]")
+    print(
+        f"{len(crops)} crops, {sum(len(c.labels) for c in crops)} labels, {label_voxels / 1e9:.2f} G label-voxels "
+        f"(scale {args.scale:g}); cache {store}; evaluation from {ROOT}  [{load()}]"
+    )
 
     if not (args.score_only or args.rereport):
         generated = generate(crops, store, args.seed, args.scale, args.chunk, args.jobs)
         if generated:
             size, files = folder_size(store / "truth.zarr")
             psize, pfiles = folder_size(store / "submission.zarr")
-            print(f"generation: {generated['seconds']:.1f} s wall, {generated['cpu_seconds']:.1f} s CPU, {generated['tasks']} chunk tasks "
-                  f"with {args.jobs} processes  [{load()}]")
-            print(f"  cache now holds truth {size / 1e9:.2f} GB in {files} files, submission {psize / 1e9:.2f} GB in {pfiles} files")
+            print(
+                f"generation: {generated['seconds']:.1f} s wall, {generated['cpu_seconds']:.1f} s CPU, {generated['tasks']} chunk tasks "
+                f"with {args.jobs} processes  [{load()}]"
+            )
+            print(
+                f"  cache now holds truth {size / 1e9:.2f} GB in {files} files, submission {psize / 1e9:.2f} GB in {pfiles} files"
+            )
         for crop in crops:
             stamp = json.loads((store / "stamps" / f"crop{crop.crop}.json").read_text())
             truth, pred = stamp["truth"], stamp["pred"]
             nonempty = sum(1 for v in truth["nonzero"].values() if v)
             fg = sum(truth["nonzero"].values()) / max(1, crop.voxels * len(crop.labels))
-            print(f"  crop {crop.crop:>4} {'x'.join(map(str, crop.shape)):>13}: {len(crop.labels)} labels, {nonempty} non-empty in truth "
-                  f"({fg:.1%} of label-voxels set), chunks truth {truth['chunks']} ({truth['bytes'] / 1e6:.0f} MB) / pred "
-                  f"{pred['chunks']} ({pred['bytes'] / 1e6:.0f} MB); missing {len(stamp['missing_labels'])}, coarse {len(stamp['coarse_labels'])}, "
-                  f"absent families {','.join(stamp['absent_families']) or '-'}")
+            print(
+                f"  crop {crop.crop:>4} {'x'.join(map(str, crop.shape)):>13}: {len(crop.labels)} labels, {nonempty} non-empty in truth "
+                f"({fg:.1%} of label-voxels set), chunks truth {truth['chunks']} ({truth['bytes'] / 1e6:.0f} MB) / pred "
+                f"{pred['chunks']} ({pred['bytes'] / 1e6:.0f} MB); missing {len(stamp['missing_labels'])}, coarse {len(stamp['coarse_labels'])}, "
+                f"absent families {','.join(stamp['absent_families']) or '-'}"
+            )
     if args.generate_only:
         return
     for crop in crops:
