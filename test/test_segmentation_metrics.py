@@ -9,7 +9,7 @@ import pytest
 from scipy import ndimage
 
 from evaluation.metrics import grouped, surfels
-from evaluation.metrics.nearest import boundary, nearest, offset_length
+from evaluation.metrics.nearest import PointSet, boundary, distances as nearest_distances, edge_points, offset_length, offsets
 from evaluation.suites.segmentation import distances, instances, overlap, shape
 from evaluation.suites.segmentation.surfaces import Box, surfel_surfaces, voxel_surfaces
 
@@ -18,6 +18,18 @@ SPACINGS = [(1.0, 1.0, 1.0), (2.5, 0.8, 0.8), (0.7, 1.3, 2.0)]
 
 def blobs(rng, shape, density, grow):
     return ndimage.binary_dilation(rng.random(shape) < density, iterations=grow)
+
+
+def point_set(marks: np.ndarray, spacing) -> PointSet:
+    """Every non-zero element of ``marks`` as a point."""
+    reach = offsets(tuple(float(s) for s in spacing)).reach
+    grid = np.pad(marks, [(r, r) for r in reach])
+    return PointSet(grid, np.flatnonzero(grid), reach)
+
+
+def nearest(source_mask, target, spacing, source_labels=None):
+    source = point_set(source_mask.astype(np.int64) if source_labels is None else source_labels, spacing)
+    return nearest_distances(source, point_set(target, spacing), spacing, labelled=source_labels is not None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -35,22 +47,23 @@ def test_nearest_equals_the_exact_distance_transform(spacing):
         # Equal up to the last bit of ties: points at the same true distance along different
         # offsets ((2, 3, 2) and (2, 2, 3) steps of spacing (2.5, .8, .8)) sum their squares in
         # another order, and scipy's feature transform may pick the other one.
-        np.testing.assert_allclose(nearest(np.argwhere(source), target, spacing), expected, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(nearest(source, target.astype(np.uint8), spacing), expected, rtol=1e-15, atol=0)
 
 
 def test_labelled_nearest_only_accepts_the_same_label():
     rng = np.random.default_rng(3)
     target = ndimage.label(blobs(rng, (20, 30, 30), 0.003, 2))[0]
-    points = np.argwhere(np.ones((20, 30, 30), bool))[::37]
-    labels = rng.integers(1, target.max() + 2, len(points))  # the last label has no target point
-    found = nearest(points, target, (2.0, 1.0, 0.5), labels=labels)
+    sources = np.zeros(target.shape, np.int64)
+    sources.reshape(-1)[::37] = rng.integers(1, target.max() + 2, sources[::1].size)[: sources.reshape(-1)[::37].size]
+    found = nearest(None, target, (2.0, 1.0, 0.5), source_labels=sources)
+    points, labels = np.argwhere(sources), sources[sources != 0]
     for label in np.unique(labels):
         chosen = labels == label
-        if label > target.max():
+        if label > target.max():  # no target point of that label
             assert np.isinf(found[chosen]).all()
         else:
             expected = ndimage.distance_transform_edt(target != label, sampling=(2.0, 1.0, 0.5))[tuple(points[chosen].T)]
-            assert np.array_equal(found[chosen], expected)
+            np.testing.assert_allclose(found[chosen], expected, rtol=1e-15, atol=0)
 
 
 def test_boundary_is_the_mask_minus_its_face_erosion():
@@ -63,6 +76,8 @@ def test_boundary_is_the_mask_minus_its_face_erosion():
         for label in range(1, 4):
             expected |= (labels == label) & ~ndimage.binary_erosion(labels == label)
         assert np.array_equal(boundary(labels), expected)
+        points = edge_points(labels, (1.0,) * labels.ndim)
+        assert np.array_equal(points.coords(), np.argwhere(expected)) and np.array_equal(points.marks(), labels[expected])
 
 
 def test_offset_length_is_the_distance_transform_arithmetic():
@@ -230,3 +245,15 @@ def test_cldice_of_a_thin_line_is_one_when_identical():
     line[4, 3:27] = True
     assert shape.cldice(line, line)["cldice"] == 1.0
     assert shape.boundary_iou(line, line, 1) == 1.0
+
+
+@pytest.mark.parametrize("shape", [(7, 9, 8), (11, 13)])
+def test_corner_points_are_the_neighbourhood_codes_of_the_surfels(shape):
+    from evaluation.metrics.surfels import corner_codes, corner_points
+
+    mask = np.random.default_rng(len(shape)).random(shape) < 0.5
+    codes = corner_codes(mask)
+    full = (1 << (1 << mask.ndim)) - 1
+    expected = np.argwhere((codes != 0) & (codes != full))
+    points = corner_points(mask, (1.0,) * mask.ndim)
+    assert np.array_equal(points.coords(), expected) and np.array_equal(points.marks(), codes[tuple(expected.T)])

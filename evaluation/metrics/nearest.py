@@ -15,18 +15,20 @@ Every distance is computed from the integer offset to the nearest point exactly 
 ``scipy.ndimage.distance_transform_edt`` computes it from its feature transform: each axis's
 offset times the axis spacing, squared, summed over the axes in order, square-rooted in
 float64. Equal offsets therefore give bit-identical distances, and a comparison with a
-tolerance ``<= tau`` decides as the libraries do.
+tolerance ``<= tau`` decides as the libraries do (two offsets of the same true length, such
+as (2, 3, 2) and (2, 2, 3) steps, may differ in the last bit).
 
-Labelled search: with ``labels``, a source point only accepts target points carrying the same
-label, so the surfaces of many instances (each against its matched partner) are searched in
-one pass over one label map instead of one pass per instance.
+A surface is a ``PointSet``: its points marked on a zero-padded grid (the padding is the
+search's reach, so a search never leaves the array) and their flat indices. Marks are labels:
+with ``labelled`` distances a source point only accepts target points of its own label, so
+the surfaces of many instances (each against its matched partner) are searched in one pass
+over one label map instead of one pass per instance.
 """
 
 import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from evaluation.metrics.lee_thinning import numba  # numba, with its cache folder set up for read-only installs
 
@@ -67,96 +69,189 @@ def offsets(spacing: tuple[float, ...], radius: float = SEARCH_RADIUS) -> Offset
     return Offsets(steps[keep][order], length[keep][order], reach)
 
 
+@dataclass(frozen=True)
+class PointSet:
+    """The points of one surface: marked (label, or any non-zero value) on ``grid``, the image
+    padded by ``reach`` on both sides of every axis; ``index`` their flat indices in raster
+    order."""
+
+    grid: np.ndarray
+    index: np.ndarray
+    reach: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(self.index.size)
+
+    def coords(self, which: np.ndarray | None = None) -> np.ndarray:
+        """Image coordinates (n, ndim) of the points (or of ``which`` of them)."""
+        chosen = self.index if which is None else self.index[which]
+        return np.stack(np.unravel_index(chosen, self.grid.shape), axis=1) - np.asarray(self.reach)
+
+    def marks(self) -> np.ndarray:
+        return self.grid.reshape(-1)[self.index]
+
+
+def padded(shape: tuple[int, ...], reach: tuple[int, ...], dtype) -> np.ndarray:
+    return np.zeros(tuple(n + 2 * r for n, r in zip(shape, reach)), dtype)
+
+
+def as_3d(array: np.ndarray) -> np.ndarray:
+    """The compiled kernels work on 3-D arrays; a 2-D image is one plane (``planar``)."""
+    return array.reshape((1,) + array.shape) if array.ndim == 2 else array
+
+
 if numba is not None:
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def mapped(lut, default, v):  # pragma: no cover - compiled
+        """``v`` through the lookup table: itself for an empty table, ``default`` beyond it."""
+        if lut.size == 0:
+            return v
+        return lut[v] if v < lut.size else default
+
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _differs(labels, lut, default, z, y, x, raw, v):  # pragma: no cover - compiled
+        """Whether the element at (z, y, x) has another (relabelled) value than ``v``, the value
+        of a neighbour whose own label is ``raw``: equal labels need no lookup."""
+        other = labels[z, y, x]
+        return other != raw and mapped(lut, default, other) != v
+
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover - compiled
+        depth, rows, columns = labels.shape
+        if (y == 0 or y == rows - 1 or x == 0 or x == columns - 1 or _differs(labels, lut, default, z, y - 1, x, raw, v)
+                or _differs(labels, lut, default, z, y + 1, x, raw, v) or _differs(labels, lut, default, z, y, x - 1, raw, v)
+                or _differs(labels, lut, default, z, y, x + 1, raw, v)):
+            return True
+        return not planar and (z == 0 or z == depth - 1 or _differs(labels, lut, default, z - 1, y, x, raw, v)
+                               or _differs(labels, lut, default, z + 1, y, x, raw, v))
+
     @numba.njit(cache=True, nogil=True)
-    def _search(grid, bases, wanted, steps, length, out):  # pragma: no cover - compiled
+    def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+        """Marks the edges of the relabelled map (``mapped``) on ``grid``; their count."""
+        depth, rows, columns = labels.shape
+        count = 0
+        for z in range(depth):
+            for y in range(rows):
+                for x in range(columns):
+                    raw = labels[z, y, x]
+                    if raw == 0:
+                        continue
+                    v = mapped(lut, default, raw)
+                    if v != 0 and _is_edge(labels, lut, default, planar, z, y, x, raw, v):
+                        grid[z + pz, y + py, x + px] = v
+                        count += 1
+        return count
+
+    @numba.njit(cache=True, nogil=True)
+    def _marked(grid, index):  # pragma: no cover - compiled
+        """The flat indices of the non-zero elements of ``grid``, in raster order."""
+        count = 0
+        for i in range(grid.size):
+            if grid[i] != 0:
+                index[count] = i
+                count += 1
+
+    @numba.njit(cache=True, nogil=True)
+    def _search_any(grid, bases, steps, length, out):  # pragma: no cover - compiled
         for i in range(bases.size):
-            base = bases[i]
-            label = wanted[i]
             out[i] = -1.0
             for k in range(steps.size):
-                if grid[base + steps[k]] == label:
+                if grid[bases[i] + steps[k]] != 0:
                     out[i] = length[k]
                     break
-else:  # pragma: no cover - numba is a dependency
-    def _search(grid, bases, wanted, steps, length, out):
+
+    @numba.njit(cache=True, nogil=True)
+    def _search_label(grid, bases, wanted, steps, length, out):  # pragma: no cover - compiled
         for i in range(bases.size):
-            hits = np.flatnonzero(grid[bases[i] + steps] == wanted[i])
-            out[i] = length[hits[0]] if hits.size else -1.0
+            out[i] = -1.0
+            for k in range(steps.size):
+                if grid[bases[i] + steps[k]] == wanted[i]:
+                    out[i] = length[k]
+                    break
+
+
+def edge_points(labels: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
+    """The boundary of every label at once: non-zero elements with a face neighbour of another
+    value or on the array's edge, i.e. each label's mask minus its erosion by the cross-shaped
+    element, outside the array counting as background (``scipy.ndimage.binary_erosion`` with
+    ``border_value=0``). Boolean masks are marked 1, label maps with their label. With
+    ``relabel`` (a lookup table over the labels, ``default`` for labels beyond it), the
+    boundaries of the relabelled map, without building it: a class's mask or a map of
+    matched instances straight from the label map."""
+    reach = offsets(tuple(float(s) for s in spacing)).reach
+    values = labels.view(np.uint8) if labels.dtype == bool else labels
+    lut = np.zeros(0, values.dtype) if relabel is None else relabel
+    grid = padded(labels.shape, reach, lut.dtype)
+    count = _edges(as_3d(values), lut, lut.dtype.type(default), labels.ndim == 2, *((0,) * (3 - labels.ndim) + reach),
+                   as_3d(grid))
+    return marked(grid, count, reach)
+
+
+def marked(grid: np.ndarray, count: int, reach: tuple[int, ...]) -> PointSet:
+    """The ``count`` marked elements of ``grid`` as a point set."""
+    index = np.empty(count, np.int64)
+    _marked(grid.reshape(-1), index)
+    return PointSet(grid, index, reach)
 
 
 def boundary(labels: np.ndarray) -> np.ndarray:
-    """Elements of the foreground (non-zero) with a face neighbour of another value or on the
-    array's edge: the mask minus its erosion by the cross-shaped element, outside the array
-    counting as background (``scipy.ndimage.binary_erosion`` with ``border_value=0``), and for
-    a label map the same for every label at once."""
-    edge = np.zeros(labels.shape, bool)
-    for axis, n in enumerate(labels.shape):
-        def part(start, stop, axis=axis):
-            return (slice(None),) * axis + (slice(start, stop),)
-        differ = labels[part(1, n)] != labels[part(0, n - 1)]
-        edge[part(1, n)] |= differ
-        edge[part(0, n - 1)] |= differ
-        edge[part(0, 1)] = True
-        edge[part(n - 1, n)] = True
-    edge &= labels != 0
-    return edge
+    """The boundary elements (``edge_points``) as a boolean array of ``labels``'s shape."""
+    points = edge_points(labels, (1.0,) * labels.ndim)
+    return points.grid[tuple(slice(r, r + n) for r, n in zip(points.reach, labels.shape))] != 0
 
 
-def nearest(source: np.ndarray, target: np.ndarray, spacing, labels: np.ndarray | None = None,
-            target_points: np.ndarray | None = None) -> np.ndarray:
-    """Distance from each source point to the nearest target point.
-
-    ``source``: (n, ndim) integer coordinates in ``target``'s grid. ``target``: a boolean grid
-    of target points, or (with ``labels``) a label grid whose non-zero values are target
-    points of that label; ``labels`` (n,) is each source point's label. ``target_points``, if
-    known, are the target's coordinates (saves a pass). A source point with no target point
-    (of its label) gets ``inf``."""
+def distances(source: PointSet, target: PointSet, spacing, labelled: bool = False) -> np.ndarray:
+    """Distance from each source point to the nearest target point (of the same label when
+    ``labelled``); ``inf`` when there is none. Both sets must be on grids of the same shape."""
     spacing = tuple(float(s) for s in spacing)
-    n = len(source)
-    out = np.empty(n, np.float64)
-    if n == 0:
+    out = np.empty(source.size, np.float64)
+    if source.size == 0:
+        return out
+    if target.size == 0:
+        out[:] = np.inf
         return out
     table = offsets(spacing)
-    grid = np.pad(target if labels is not None else target.astype(np.uint8, copy=False),
-                  [(r, r) for r in table.reach])
-    strides = np.array([s // grid.itemsize for s in grid.strides], np.int64)
-    bases = (np.asarray(source, np.int64) + np.array(table.reach, np.int64)) @ strides
-    wanted = labels.astype(grid.dtype, copy=False) if labels is not None else np.ones(n, grid.dtype)
-    _search(grid.reshape(-1), bases, wanted, table.steps @ strides, table.length, out)
+    strides = np.array([s // target.grid.itemsize for s in target.grid.strides], np.int64)
+    steps = table.steps @ strides
+    flat = target.grid.reshape(-1)
+    if labelled:
+        _search_label(flat, source.index, source.marks().astype(flat.dtype), steps, table.length, out)
+    else:
+        _search_any(flat, source.index, steps, table.length, out)
     far = np.flatnonzero(out < 0)
     if far.size:
-        points = np.argwhere(target) if target_points is None else target_points
-        out[far] = _far(np.asarray(source)[far], points, target, spacing, None if labels is None else labels[far])
+        out[far] = _far(source.coords(far), source.marks()[far] if labelled else None, target, spacing)
     return out
 
 
-def _far(source: np.ndarray, points: np.ndarray, target: np.ndarray, spacing, labels) -> np.ndarray:
+def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacing) -> np.ndarray:
     """The KD-tree answer for points beyond the search radius. Labels become an extra
     coordinate so far apart (more than any distance in the grid) that the nearest point always
     carries the source's label when one exists."""
-    if labels is None:
-        if len(points) == 0:
-            return np.full(len(source), np.inf)
-        partner = points[_tree(points * np.asarray(spacing)).query(source * np.asarray(spacing))[1]]
-        return offset_length(partner - source, spacing)
-    point_labels = target[tuple(points.T)]
-    separation = 4.0 * float(np.dot(target.shape, spacing)) + 1.0
     scale = np.asarray(spacing)
-
-    def embed(coords, marks):
-        return np.column_stack([coords * scale, marks.astype(np.float64) * separation])
-
-    if len(points) == 0:
+    if labels is None:
+        points = target.coords()
+        partner = points[_tree(points * scale).query(source * scale)[1]]
+        return offset_length(partner - source, spacing)
+    marks = target.marks()
+    relevant = np.flatnonzero(np.isin(marks, labels))  # only the labels of far points can be their partners
+    points, point_labels = target.coords(relevant), marks[relevant].astype(np.float64)
+    if not len(points):
         return np.full(len(source), np.inf)
-    index = _tree(embed(points, point_labels)).query(embed(source, labels))[1]
+    separation = 4.0 * float(np.dot(target.grid.shape, spacing)) + 1.0
+    index = _tree(np.column_stack([points * scale, point_labels * separation])).query(
+        np.column_stack([source * scale, labels.astype(np.float64) * separation]))[1]
     found = point_labels[index] == labels
     out = np.full(len(source), np.inf)
     out[found] = offset_length(points[index[found]] - source[found], spacing)
     return out
 
 
-def _tree(points: np.ndarray) -> cKDTree:
-    """Built unbalanced (sliding midpoint): twice as fast to build for surface point clouds,
-    and the queries are exact either way."""
+def _tree(points: np.ndarray):
+    """A ``cKDTree`` built unbalanced (sliding midpoint): twice as fast to build for surface
+    point clouds, and the queries are exact either way. Imported on first use (a heavy
+    import most masks never need)."""
+    from scipy.spatial import cKDTree
+
     return cKDTree(points, leafsize=32, balanced_tree=False, compact_nodes=False)

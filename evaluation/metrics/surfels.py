@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, numba, offsets, padded
+
 # Bit of each voxel of the 2x2(x2) neighbourhood around a corner: the corner at grid index j
 # sits between voxels j-1 and j on every axis; the voxel at offset (a, b[, c]) in {0, 1}
 # (0 = the lower voxel) carries this weight (surface_distance ENCODE_NEIGHBOURHOOD_*_KERNEL).
@@ -40,9 +42,50 @@ def corner_codes(mask: np.ndarray) -> np.ndarray:
     return codes
 
 
-def is_surfel(codes: np.ndarray) -> np.ndarray:
-    full = (1 << (1 << codes.ndim)) - 1
-    return (codes != 0) & (codes != full)
+if numba is not None:
+    @numba.njit(cache=True, nogil=True)
+    def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+        """Every foreground voxel (non-zero through ``mapped``) sets its bit in the codes of
+        its 4 (8) corners, on the padded corner grid."""
+        depth, rows, columns = mask.shape
+        for z in range(depth):
+            for y in range(rows):
+                for x in range(columns):
+                    v = mask[z, y, x]
+                    if v == 0 or mapped(lut, default, v) == 0:
+                        continue
+                    for b in range(2):
+                        for c in range(2):
+                            if planar:
+                                grid[pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (3 - 2 * b - c)
+                            else:
+                                for a in range(2):
+                                    grid[z + 1 - a + pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (7 - 4 * a - 2 * b - c)
+
+    @numba.njit(cache=True, nogil=True)
+    def _keep_surfels(grid, full):  # pragma: no cover - compiled
+        """Clears the full codes (inside the mask): what remains non-zero are the surfels,
+        neither empty nor full; returns their count."""
+        count = 0
+        for i in range(grid.size):
+            if grid[i] == full:
+                grid[i] = 0
+            elif grid[i] != 0:
+                count += 1
+        return count
+
+
+def corner_points(mask: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
+    """The surfels of ``mask`` (or of the labels ``relabel`` maps to non-zero, as in
+    ``nearest.edge_points``) as points on its corner grid (one more than the mask on every
+    axis, padded for the search), each marked with its neighbourhood code (the codes of
+    ``corner_codes``)."""
+    reach = offsets(tuple(float(s) for s in spacing)).reach
+    grid = padded(tuple(n + 1 for n in mask.shape), reach, np.uint8)
+    values = mask.view(np.uint8) if mask.dtype == bool else mask
+    lut = np.zeros(0, values.dtype) if relabel is None else relabel
+    _codes(as_3d(values), lut, lut.dtype.type(default), mask.ndim == 2, *((0,) * (3 - mask.ndim) + reach), as_3d(grid))
+    return marked(grid, _keep_surfels(grid.reshape(-1), (1 << (1 << mask.ndim)) - 1), reach)
 
 
 @functools.cache

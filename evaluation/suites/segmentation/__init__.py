@@ -32,16 +32,18 @@ REFERENCE = {
 }
 
 
-def warm_up() -> None:
-    """Compile the nearest-point search and build the surfel areas once in the parent, so the
-    forked workers do not each pay for it."""
+def warm_up(options: Options) -> None:
+    """Compile (or load from numba's cache) the kernels this phase uses, once in the parent,
+    by scoring a tiny 2-D and 3-D case, so the forked workers do not each pay for it."""
     import numpy as np
 
-    from evaluation.metrics import nearest, surfels
+    from evaluation.suites.segmentation.scoring import score_arrays
 
-    nearest.nearest(np.zeros((1, 2), np.int64), np.ones((2, 2), bool), (1.0, 1.0))
-    nearest.nearest(np.zeros((1, 2), np.int64), np.ones((2, 2), np.int32), (1.0, 1.0), labels=np.ones(1, np.int32))
-    surfels.triangle_area_vectors()
+    labels = options.label_ids or (1,)
+    for shape in ((6, 7), (5, 6, 7)):
+        truth = np.zeros(shape, np.uint8)
+        truth[(slice(1, 4),) * len(shape)] = labels[0]
+        score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
 
 
 @register
@@ -61,7 +63,7 @@ class Segmentation(Suite):
                                        prediction=str(submitted[case]) if case in submitted else None,
                                        display=files[case] or case, options=options))
                  for case in cases]
-        warm_up()
+        warm_up(options)
         _log.info("segmentation_plan", cases=len(cases), classes=len(options.classes))
         context = {"options": options, "files": files, "missing": len(truth) - len(cases) + sum(f is None for f in files.values())}
         return Plan(tasks=tasks, context=context)

@@ -24,9 +24,7 @@ intersection and both sizes; every matching works on that table. The libraries d
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
-
-from evaluation.metrics.overlap import contingency
+from evaluation.metrics import instance_pairs
 
 # A dense cost matrix (what the libraries build) up to this many cells; beyond it, only the
 # rows and columns that overlap anything take part (the same optimum).
@@ -59,14 +57,8 @@ class Overlaps:
 
     @classmethod
     def of(cls, ref: np.ndarray, pred: np.ndarray) -> "Overlaps":
-        table = contingency(ref, pred, where=(ref != 0) | (pred != 0))
-        ref_ids, ref_size = _sizes(table.a, table.count)
-        pred_ids, pred_size = _sizes(table.b, table.count)
-        both = (table.a != 0) & (table.b != 0)
-        a, b, count = table.a[both], table.b[both], table.count[both]
-        order = np.lexsort((a, b))
-        return cls(ref_ids, pred_ids, ref_size, pred_size, np.searchsorted(ref_ids, a[order]),
-                   np.searchsorted(pred_ids, b[order]), count[order])
+        ref_ids, ref_size, pred_ids, pred_size, pair_ref, pair_pred, inter = instance_pairs.overlaps(ref, pred)
+        return cls(ref_ids, pred_ids, ref_size, pred_size, pair_ref, pair_pred, inter)
 
     def iou(self) -> np.ndarray:
         """float64 ``intersection / (ref + pred - intersection)``."""
@@ -77,12 +69,6 @@ class Overlaps:
         """MONAI's float32 IoU (``_get_pairwise_iou``: int tensors divided)."""
         union = self.ref_size[self.ref] + self.pred_size[self.pred] - self.inter
         return self.inter.astype(np.float32) / union.astype(np.float32)
-
-
-def _sizes(ids: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keep = ids != 0
-    found, inverse = np.unique(ids[keep], return_inverse=True)
-    return found, np.bincount(inverse, weights=count[keep], minlength=found.size).astype(np.int64)
 
 
 @dataclass
@@ -155,6 +141,8 @@ def optimal(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool) ->
     cost[np.searchsorted(rows, ov.ref[keep]), np.searchsorted(cols, ov.pred[keep])] = 1.0 - scores[keep]
     matching = Matching()
     if cost.size:
+        from scipy.optimize import linear_sum_assignment  # on first use: a heavy import
+
         for i, j in zip(*linear_sum_assignment(cost)):
             if cost[i, j] < 1.0:
                 matching.add(int(rows[i]), int(cols[j]))
@@ -170,6 +158,8 @@ def optimal_all_pairs(ov: Overlaps, scores: np.ndarray, threshold: float, strict
     value[np.searchsorted(rows, ov.ref[inside]), np.searchsorted(cols, ov.pred[inside])] = scores[inside]
     matching = Matching()
     if value.size:
+        from scipy.optimize import linear_sum_assignment
+
         for i, j in zip(*linear_sum_assignment(-value)):
             if passes(value[i, j], threshold, strict):
                 matching.add(int(rows[i]), int(cols[j]))

@@ -96,7 +96,7 @@ class Options:
             instance_spacing=phase.option("instance_spacing"),
             statistics=tuple(phase.option("statistics")),
             nan_policy=phase.option("nan_policy"),
-            ranking=phase.option("ranking"),
+            ranking=phase.option("ranking") or "",
             ranking_statistic=phase.option("ranking_statistic"),
             missing_cases=phase.option("missing_cases"),
             unknown_labels=phase.option("unknown_labels"),
@@ -121,6 +121,10 @@ class Options:
         if self.instance_evaluation:
             found += [f"instances_{key}" for key in instance_keys(self)]
         return found
+
+    def __post_init__(self):
+        if not self.ranking:  # the first key with a better direction
+            object.__setattr__(self, "ranking", next((k for k in self.keys() if not UNRANKABLE.match(k.removeprefix("instances_"))), ""))
 
     def validate(self) -> None:
         names = [c.name for c in self.classes]

@@ -11,10 +11,11 @@ partner only (``metrics.nearest``); overlaps come from the contingency table. Ea
 distance lists are then reduced by the same functions as a whole class (``distances``).
 """
 
-import numpy as np
-from scipy import ndimage
+from dataclasses import dataclass
 
-from evaluation.metrics.nearest import boundary, nearest
+import numpy as np
+
+from evaluation.metrics.nearest import PointSet, distances as distances_between, edge_points
 from evaluation.suites.segmentation import distances, overlap, shape
 from evaluation.suites.segmentation.instances import Matching, Overlaps
 from evaluation.suites.segmentation.surfaces import Surfaces
@@ -23,19 +24,47 @@ DISTANCE_METRICS = ("hd", "hd_percentile", "assd", "masd", "nsd")
 _LUT_LIMIT = 1 << 24  # ids up to this are relabelled through a lookup table
 
 
-def relabel(labels: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``labels`` with each of ``ids`` replaced by its value and every other label by 0."""
-    out_type = np.int64 if values.size and values.max() > np.iinfo(np.int32).max else np.int32
-    if labels.size == 0 or ids.size == 0:
-        return np.zeros(labels.shape, out_type)
-    top = int(labels.max())
-    if 0 <= labels.min() and top < _LUT_LIMIT:
-        table = np.zeros(top + 1, out_type)
+@dataclass(frozen=True)
+class Relabelling:
+    """Matched instance k (1-based, in ascending reference order) is labelled k in both maps;
+    a prediction matched to it (several, after a merge) too; everything else 0."""
+
+    ref_ids: np.ndarray
+    pred_ids: np.ndarray  # ascending
+    pred_values: np.ndarray
+    count: int
+
+    @classmethod
+    def of(cls, ov: Overlaps, matching: Matching, matched: list[int]) -> "Relabelling":
+        pairs = sorted((int(ov.pred_ids[p]), k) for k, r in enumerate(matched, 1) for p in matching.pairs[r])
+        return cls(ov.ref_ids[matched], np.array([p for p, _ in pairs], np.int64), np.array([k for _, k in pairs], np.int64),
+                   len(matched))
+
+    def table(self, ids: np.ndarray, values: np.ndarray, top: int) -> np.ndarray | None:
+        """A lookup table over the labels up to ``top`` (None when the ids are too large)."""
+        if top >= _LUT_LIMIT:
+            return None
+        table = np.zeros(top + 1, np.uint16 if self.count < np.iinfo(np.uint16).max else np.int32)
         inside = ids <= top
-        table[ids[inside].astype(np.int64)] = values[inside]
-        return table[labels]
-    position = np.clip(np.searchsorted(ids, labels), 0, ids.size - 1)
-    return np.where(ids[position] == labels, values[position], 0).astype(out_type)
+        table[ids[inside]] = values[inside]
+        return table
+
+    def edges(self, labels: np.ndarray, side: str, spacing) -> PointSet:
+        ids, values = (self.ref_ids, np.arange(1, self.count + 1)) if side == "ref" else (self.pred_ids, self.pred_values)
+        table = self.table(ids.astype(np.int64), values, int(labels.max(initial=0)))
+        if table is None:
+            return edge_points(self.apply(labels, ids, values), spacing)
+        return edge_points(labels, spacing, relabel=table)
+
+    def map(self, labels: np.ndarray, side: str) -> np.ndarray:
+        ids, values = (self.ref_ids, np.arange(1, self.count + 1)) if side == "ref" else (self.pred_ids, self.pred_values)
+        table = self.table(ids.astype(np.int64), values, int(labels.max(initial=0)))
+        return table[labels] if table is not None else self.apply(labels, ids, values)
+
+    @staticmethod
+    def apply(labels: np.ndarray, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+        position = np.clip(np.searchsorted(ids, labels), 0, ids.size - 1)
+        return np.where(ids[position] == labels, values[position], 0).astype(np.int32)
 
 
 def evaluate(ref: np.ndarray, pred: np.ndarray, ov: Overlaps, matching: Matching, metrics, definition: str, options,
@@ -44,19 +73,16 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, ov: Overlaps, matching: Matching
     matched = sorted(matching.pairs)
     if not matched:
         return {}
-    dense = np.arange(1, len(matched) + 1)  # instance k of the matched list is labelled k in both maps
-    ref_map = relabel(ref, ov.ref_ids[matched], dense)
-    sources = np.array([ov.pred_ids[p] for r in matched for p in matching.pairs[r]], dtype=ov.pred_ids.dtype)
-    targets = np.array([k for k, r in zip(dense, matched) for _ in matching.pairs[r]], dtype=np.int64)
-    order = np.argsort(sources)
-    pred_map = relabel(pred, sources[order], targets[order])
+    relabelling = Relabelling.of(ov, matching, matched)
     inter = {(int(r), int(p)): int(n) for r, p, n in zip(ov.ref, ov.pred, ov.inter)}
     results = {r: _overlap(ov, inter, matching.pairs[r], r, definition, options, spacing) for r in matched}
+    dense = np.arange(1, len(matched) + 1)
     if any(m in metrics for m in DISTANCE_METRICS):
-        for r, surfaces in zip(matched, _surfaces(ref_map, pred_map, dense, spacing)):
+        for r, surfaces in zip(matched, _surfaces(ref, pred, relabelling, dense, spacing)):
             results[r].update(_reduce(surfaces, definition, options, spacing))
     if any(m in metrics for m in ("cldice", "boundary_iou", "centre_distance")):
-        _shapes(ref_map, pred_map, dense, matched, results, metrics, definition, options, spacing)
+        _shapes(relabelling.map(ref, "ref"), relabelling.map(pred, "pred"), dense, matched, results, metrics, definition,
+                options, spacing)
     return results
 
 
@@ -70,15 +96,12 @@ def _overlap(ov: Overlaps, pair_inter: dict, preds: list[int], r: int, definitio
     return out
 
 
-def _surfaces(ref_map: np.ndarray, pred_map: np.ndarray, ids: np.ndarray, spacing) -> list[Surfaces]:
+def _surfaces(ref: np.ndarray, pred: np.ndarray, relabelling: Relabelling, ids: np.ndarray, spacing) -> list[Surfaces]:
     """Both directed distance lists of every matched instance, in the order of ``ids``."""
-    ref_edge = np.where(boundary(ref_map), ref_map, 0)
-    pred_edge = np.where(boundary(pred_map), pred_map, 0)
-    ref_points, pred_points = np.argwhere(ref_edge), np.argwhere(pred_edge)
-    ref_labels, pred_labels = ref_edge[tuple(ref_points.T)], pred_edge[tuple(pred_points.T)]
-    to_pred = nearest(ref_points, pred_edge, spacing, labels=ref_labels, target_points=pred_points)
-    to_ref = nearest(pred_points, ref_edge, spacing, labels=pred_labels, target_points=ref_points)
-    ref_split, pred_split = _split(ref_labels, to_pred, ids), _split(pred_labels, to_ref, ids)
+    ref_edge, pred_edge = relabelling.edges(ref, "ref", spacing), relabelling.edges(pred, "pred", spacing)
+    to_pred = distances_between(ref_edge, pred_edge, spacing, labelled=True)
+    to_ref = distances_between(pred_edge, ref_edge, spacing, labelled=True)
+    ref_split, pred_split = _split(ref_edge.marks(), to_pred, ids), _split(pred_edge.marks(), to_ref, ids)
     return [Surfaces("voxels", a, b) for a, b in zip(ref_split, pred_split)]
 
 
@@ -97,6 +120,8 @@ def _reduce(surfaces: Surfaces, definition: str, options, spacing) -> dict:
 
 def _shapes(ref_map, pred_map, ids, matched, results, metrics, definition, options, spacing) -> None:
     """clDice, boundary IoU and centre distance on each instance's own box (one voxel wider)."""
+    from scipy import ndimage
+
     ref_boxes, pred_boxes = ndimage.find_objects(ref_map), ndimage.find_objects(pred_map)
     for r, label in zip(matched, ids.tolist()):
         boxes = [b[label - 1] for b in (ref_boxes, pred_boxes) if label - 1 < len(b) and b[label - 1] is not None]

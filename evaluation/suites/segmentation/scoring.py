@@ -2,24 +2,55 @@
 inside its own bounding box, one distance pass per surface kind, the shape metrics and the
 instance evaluation; every metric of every family derives from those.
 
-Classes are mapped to small slot numbers first (one lookup per voxel): a class's box comes
-from ``scipy.ndimage.find_objects`` of the slot maps and its masks are slot comparisons
-inside the box, so no class costs a pass over the whole image.
+One compiled pass over both maps maps every label to its class slot, counts the (truth,
+prediction) slot pairs and finds every slot's bounding box. A class is then only looked at
+inside its box, through a lookup table of its labels (surfaces are read straight from the
+label maps; masks are built only for the metrics that need them), so no class costs a pass
+over the whole image.
 """
 
 import math
 
 import numpy as np
-from scipy import ndimage
 
+from evaluation.metrics import surfels
+from evaluation.metrics.lee_thinning import numba
+from evaluation.metrics.nearest import as_3d
 from evaluation.suites.segmentation import distances, empties, instance_scores, overlap, shape
 from evaluation.suites.segmentation.inputs import CaseTask, read_case, refuse_unknown_labels
 from evaluation.suites.segmentation.instances import components
-from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, ClassDef, Options, metric_keys
-from evaluation.suites.segmentation.surfaces import Box, monai_area_table, surfel_surfaces, voxel_surfaces
-from evaluation.metrics import surfels
+from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, Options, metric_keys
+from evaluation.suites.segmentation.surfaces import Box, membership, monai_area_table, surfel_surfaces, voxel_surfaces
 
-_CHUNK = 1 << 22  # voxels mapped to slots at a time (bounded temporaries for wide integer types)
+SHAPE = {"boundary_iou", "cldice", "topology", "centre_distance"}
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(truth, pred, lut, default, table, low, high):  # pragma: no cover - compiled
+    """One pass over both maps: each voxel's slot (``lut[label]``, ``default`` beyond the
+    table) counted in the (truth slot, prediction slot) table, and every slot's bounding box
+    over both maps (``low``/``high`` per slot and axis, ``high`` exclusive)."""
+    depth, rows, columns = truth.shape
+    background = 0
+    for z in range(depth):
+        for y in range(rows):
+            for x in range(columns):
+                t, p = truth[z, y, x], pred[z, y, x]
+                a = lut[t] if t < lut.size else default
+                b = lut[p] if p < lut.size else default
+                if a == 0 and b == 0:  # most voxels: counted once at the end
+                    background += 1
+                    continue
+                table[a, b] += 1
+                for slot in (a, b):
+                    if slot != 0:
+                        low[slot, 0] = min(low[slot, 0], z)
+                        low[slot, 1] = min(low[slot, 1], y)
+                        low[slot, 2] = min(low[slot, 2], x)
+                        high[slot, 0] = max(high[slot, 0], z + 1)
+                        high[slot, 1] = max(high[slot, 1], y + 1)
+                        high[slot, 2] = max(high[slot, 2], x + 1)
+    table[0, 0] += background
 
 
 def score_case(task: CaseTask) -> dict:
@@ -27,18 +58,21 @@ def score_case(task: CaseTask) -> dict:
     truth, pred, spacing = read_case(task)
     if not options.instances_input and options.unknown_labels == "reject" and task.prediction is not None:
         refuse_unknown_labels(pred, options.label_ids, task.display)
+    return score_arrays(truth, pred, spacing, options)
+
+
+def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...], options: Options) -> dict:
+    """Every class's metrics of one case (``classes``), the instance matches (``instances``),
+    and the case's spacing, shape and diagonal (the worst distance of ``nan_policy: worst``)."""
     labels = options.label_ids if not options.instances_input else ()
-    truth_slots, pred_slots = slots(truth, labels), slots(pred, labels)
-    width = max(len(labels), 1) + 1
-    table = np.bincount(truth_slots.ravel().astype(np.int64) * width + pred_slots.ravel(), minlength=width * width).reshape(width, width)
-    boxes = (ndimage.find_objects(truth_slots), ndimage.find_objects(pred_slots))
+    table, low, high = scan(truth, pred, labels)
     results, details = {}, {}
     for cls in options.classes:
         members = np.array([labels.index(label) + 1 for label in cls.labels] or [1], np.int64)
-        window = class_window(boxes, members, truth.ndim)
-        ref = np.isin(truth_slots[window], members)
-        prd = np.isin(pred_slots[window], members)
-        results[cls.name], found = score_class(options, cls, table, members, ref, prd, spacing, truth, pred, window)
+        window = class_window(low, high, members, truth.ndim)
+        lookup, default = membership(cls.labels)
+        box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
+        results[cls.name], found = score_class(options, table, members, box)
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
@@ -46,29 +80,32 @@ def score_case(task: CaseTask) -> dict:
             "instances": details}
 
 
-def slots(labels: np.ndarray, ids: tuple[int, ...]) -> np.ndarray:
-    """Each voxel's class slot: i + 1 for the i-th declared label, 0 for anything else (with
-    no declared labels, instance maps: 1 for any non-zero label)."""
-    if not ids:
-        return (labels != 0).view(np.uint8)
-    table = np.zeros(max(ids) + 2, np.uint8 if len(ids) < 255 else np.uint16)
-    table[list(ids)] = np.arange(1, len(ids) + 1)
-    out = np.empty(labels.shape, table.dtype)
-    flat, target = labels.reshape(-1), out.reshape(-1)
-    for start in range(0, flat.size, _CHUNK):
-        target[start:start + _CHUNK] = table[np.minimum(flat[start:start + _CHUNK], max(ids) + 1)]
-    return out
+def scan(truth: np.ndarray, pred: np.ndarray, labels: tuple[int, ...]):
+    """(pair table, box starts, box stops) of the class slots: slot i + 1 for the i-th declared
+    label, 0 for anything else; with no declared labels (instance maps), 1 for any non-zero
+    label."""
+    if labels:
+        lut, default = np.zeros(max(labels) + 1, np.int64), 0
+        lut[list(labels)] = np.arange(1, len(labels) + 1)
+    else:
+        lut, default = np.array([0, 1], np.int64), 1
+    width = max(len(labels), 1) + 1
+    table = np.zeros((width, width), np.int64)
+    low, high = np.full((width, 3), np.iinfo(np.int64).max, np.int64), np.zeros((width, 3), np.int64)
+    _scan(*(as_3d(m.view(np.uint8) if m.dtype == bool else m) for m in (truth, pred)), lut, default, table, low, high)
+    shift = 3 - truth.ndim  # a 2-D map is one plane: drop the plane axis of the boxes
+    return table, low[:, shift:], high[:, shift:]
 
 
-def class_window(boxes, members: np.ndarray, ndim: int) -> tuple[slice, ...]:
-    found = [b[m - 1] for b in boxes for m in members if m - 1 < len(b) and b[m - 1] is not None]
-    if not found:  # the class is in neither map: one background voxel stands for it
+def class_window(low: np.ndarray, high: np.ndarray, members: np.ndarray, ndim: int) -> tuple[slice, ...]:
+    present = [m for m in members if high[m].any()]
+    if not present:  # the class is in neither map: one background voxel stands for it
         return (slice(0, 1),) * ndim
-    return tuple(slice(min(f[a].start for f in found), max(f[a].stop for f in found)) for a in range(ndim))
+    return tuple(slice(int(low[present, a].min()), int(high[present, a].max())) for a in range(ndim))
 
 
-def score_class(options: Options, cls: ClassDef, table, members, ref, prd, spacing, truth, pred, window):
-    """All metrics of one class; ``ref``/``prd`` are its masks inside ``window``."""
+def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box):
+    """All metrics of one class (its slots ``members``, its ``box``) and its instance matches."""
     tp = int(table[np.ix_(members, members)].sum())
     n_ref, n_pred = int(table[members, :].sum()), int(table[:, members].sum())
     counts = (tp, n_pred - tp, n_ref - tp, int(table.sum()) - n_ref - n_pred + tp)
@@ -77,25 +114,24 @@ def score_class(options: Options, cls: ClassDef, table, members, ref, prd, spaci
     if wanted & set(OVERLAP):
         out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta))
     if wanted & set(DISTANCE):
-        out.update(distance_metrics(options, Box.of(ref, prd, spacing, [w.start for w in window])))
+        out.update(distance_metrics(options, box))
+    masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
     if "boundary_iou" in wanted:
-        out.update({f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(ref, prd, d) for d in options.boundary_iou_distances})
+        out.update({f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances})
     if wanted & {"cldice", "topology"}:
-        out.update(shape.cldice(ref, prd))
+        out.update(shape.cldice(*masks))
     if "centre_distance" in wanted:
-        out["centre_distance"] = shape.centre_distance(ref, prd, spacing, options.definition("centre"))
-    keys = [key for metric in options.metrics for key in metric_keys(metric, options)]
-    found = {key: out.get(key) for key in keys}
+        out["centre_distance"] = shape.centre_distance(*masks, box.spacing, options.definition("centre"))
+    found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
     empties.apply(found, options, n_ref, n_pred)
     details = None
     if options.instance_evaluation:
         if options.instances_input:
-            ref_instances, pred_instances = truth[window] * ref, pred[window] * prd
+            ref_instances, pred_instances = box.truth, box.pred
         else:
-            full = _full_connectivity(options, ref.ndim)
-            ref_instances, pred_instances = components(ref, full), components(prd, full)
-        instance_spacing = _instance_spacing(options, spacing)
-        summary, details = instance_scores.evaluate(ref_instances, pred_instances, options, instance_spacing)
+            full = _full_connectivity(options, box.truth.ndim)
+            ref_instances, pred_instances = (components(m, full) for m in masks)
+        summary, details = instance_scores.evaluate(ref_instances, pred_instances, options, _instance_spacing(options, box.spacing))
         empties.apply_instances(summary, options, n_ref, n_pred)
         found["instances"] = summary
     return found, details

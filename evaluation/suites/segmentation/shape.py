@@ -2,8 +2,6 @@
 topology precision/sensitivity, boundary IoU, and the distance between centres of mass."""
 
 import numpy as np
-from scipy import ndimage
-from skimage.morphology import skeletonize
 
 from evaluation.metrics.nearest import boundary
 from evaluation.suites.segmentation.surfaces import bounding_box
@@ -17,6 +15,8 @@ def skeleton(mask: np.ndarray) -> np.ndarray:
     (``MetricsReloaded/utility/utils.py: compute_skeleton``) call it. The thinning only looks
     at 3x3(x3) neighbourhoods and treats the outside as background, so the mask's bounding box
     grown by one voxel gives the same skeleton as the whole image."""
+    from skimage.morphology import skeletonize  # on first use: a heavy import
+
     out = np.zeros(mask.shape, bool)
     if mask.any():
         window = tuple(slice(max(s.start - 1, 0), s.stop + 1) for s in bounding_box(mask))
@@ -48,6 +48,8 @@ def boundary_iou(ref: np.ndarray, pred: np.ndarray, width: float) -> float:
     steps = np.indices((2 * reach + 1,) * ref.ndim).reshape(ref.ndim, -1).T - reach
     ball = np.zeros((2 * reach + 1,) * ref.ndim, bool)
     ball[tuple((steps + reach).T)] = np.sqrt((steps.astype(np.float64) ** 2).sum(axis=1)) < width
+    from scipy import ndimage
+
     bands = [ndimage.binary_dilation(boundary(m), structure=ball) & m if reach else boundary(m) for m in (ref, pred)]
     return float(np.sum(bands[0] & bands[1]) / np.sum(bands[0] | bands[1]))
 
@@ -57,6 +59,8 @@ def centre_distance(ref: np.ndarray, pred: np.ndarray, spacing, definition: str)
     (``center_distance.py``): nan when a mask is empty; MetricsReloaded ``com_dist``: -1."""
     if not ref.any() or not pred.any():
         return -1.0 if definition == "metricsreloaded" else NAN
+    from scipy import ndimage
+
     difference = np.subtract(ndimage.center_of_mass(pred), ndimage.center_of_mass(ref))
     if definition == "metricsreloaded":
         return float(np.sqrt(np.dot(np.square(-difference), np.square(np.asarray(spacing, np.float64)))))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluation.metrics import surfels
-from evaluation.metrics.nearest import boundary, nearest, offset_length
+from evaluation.metrics.nearest import PointSet, distances, edge_points, offset_length
 
 
 @dataclass(frozen=True)
@@ -51,24 +51,39 @@ class Surfaces:
 
 @dataclass(frozen=True)
 class Box:
-    """The masks of one class inside the bounding box of their union, where that box starts
-    in the image, and the image's spacing."""
+    """One class inside the bounding box of its voxels in both maps: the two label maps'
+    views of the box, which of their labels belong to the class (``membership``: a lookup
+    table, ``default`` for labels beyond it), where the box starts in the image, and the
+    image's spacing. Masks are built only where a metric needs one (``masks``)."""
 
-    ref: np.ndarray
+    truth: np.ndarray
     pred: np.ndarray
+    membership: np.ndarray
+    default: int
     origin: tuple[int, ...]
     spacing: tuple[float, ...]
 
     @classmethod
-    def of(cls, ref: np.ndarray, pred: np.ndarray, spacing, offset=None) -> "Box":
-        """The box of ``ref | pred``; ``offset``: where these arrays start in the image."""
-        offset = (0,) * ref.ndim if offset is None else tuple(offset)
-        union = ref | pred
-        if not union.any():
-            return cls(ref[tuple(slice(0, 0) for _ in ref.shape)], pred[tuple(slice(0, 0) for _ in ref.shape)],
-                       offset, tuple(spacing))
-        window = bounding_box(union)
-        return cls(ref[window], pred[window], tuple(o + s.start for o, s in zip(offset, window)), tuple(spacing))
+    def of(cls, ref: np.ndarray, pred: np.ndarray, spacing) -> "Box":
+        """A box of two masks (the whole arrays)."""
+        return cls(ref, pred, np.array([0, 1], np.uint8), 0, (0,) * ref.ndim, tuple(float(s) for s in spacing))
+
+    def masks(self) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(self._member(m) for m in (self.truth, self.pred))
+
+    def _member(self, labels: np.ndarray) -> np.ndarray:
+        inside = labels < self.membership.size
+        return np.where(inside, self.membership[np.where(inside, labels, 0)], self.default).astype(bool)
+
+
+def membership(labels: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """(lookup table, default) marking a class's labels; no labels: every non-zero label (the
+    foreground of instance maps)."""
+    if not labels:
+        return np.zeros(1, np.uint8), 1
+    table = np.zeros(max(labels) + 1, np.uint8)
+    table[list(labels)] = 1
+    return table, 0
 
 
 def bounding_box(mask: np.ndarray) -> tuple[slice, ...]:
@@ -80,42 +95,26 @@ def bounding_box(mask: np.ndarray) -> tuple[slice, ...]:
 
 
 def voxel_surfaces(box: Box) -> Surfaces:
-    ref_edge, pred_edge = boundary(box.ref), boundary(box.pred)
-    ref_points, pred_points = np.argwhere(ref_edge), np.argwhere(pred_edge)
+    ref, pred = (edge_points(m, box.spacing, box.membership, box.default) for m in (box.truth, box.pred))
     return Surfaces(
-        "voxels",
-        _directed(ref_points, pred_edge, pred_points, box.spacing),
-        _directed(pred_points, ref_edge, ref_points, box.spacing),
-        ref_virtual=_virtual(ref_points, box) if not len(pred_points) else None,
-        pred_virtual=_virtual(pred_points, box) if not len(ref_points) else None,
+        "voxels", distances(ref, pred, box.spacing), distances(pred, ref, box.spacing),
+        ref_virtual=_virtual(ref, box) if not pred.size else None,
+        pred_virtual=_virtual(pred, box) if not ref.size else None,
     )
 
 
 def surfel_surfaces(box: Box, areas: np.ndarray) -> Surfaces:
     """Corner surfels; ``areas`` maps a neighbourhood code to its area (``surfels.area_table``
     or MONAI's float32 version)."""
-    ref_codes, pred_codes = surfels.corner_codes(box.ref), surfels.corner_codes(box.pred)
-    ref_edge, pred_edge = surfels.is_surfel(ref_codes), surfels.is_surfel(pred_codes)
-    ref_points, pred_points = np.argwhere(ref_edge), np.argwhere(pred_edge)
-    return Surfaces(
-        "surfels",
-        _directed(ref_points, pred_edge, pred_points, box.spacing),
-        _directed(pred_points, ref_edge, ref_points, box.spacing),
-        ref_area=areas[ref_codes[ref_edge]],
-        pred_area=areas[pred_codes[pred_edge]],
-    )
+    ref, pred = (surfels.corner_points(m, box.spacing, box.membership, box.default) for m in (box.truth, box.pred))
+    return Surfaces("surfels", distances(ref, pred, box.spacing), distances(pred, ref, box.spacing),
+                    ref_area=areas[ref.marks()], pred_area=areas[pred.marks()])
 
 
-def _directed(points: np.ndarray, target: np.ndarray, target_points: np.ndarray, spacing) -> np.ndarray:
-    if not len(target_points):
-        return np.full(len(points), np.inf)
-    return nearest(points, target, spacing, target_points=target_points)
-
-
-def _virtual(points: np.ndarray, box: Box) -> np.ndarray:
+def _virtual(points: PointSet, box: Box) -> np.ndarray:
     virtual = np.zeros(len(box.origin), np.int64)
     virtual[0] = -1
-    return offset_length(points + np.asarray(box.origin) - virtual, box.spacing)
+    return offset_length(points.coords() + np.asarray(box.origin) - virtual, box.spacing)
 
 
 def monai_area_table(spacing: tuple[float, ...]) -> np.ndarray:
