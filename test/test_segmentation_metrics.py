@@ -68,11 +68,11 @@ def test_labelled_nearest_only_accepts_the_same_label():
 
 def test_boundary_is_the_mask_minus_its_face_erosion():
     rng = np.random.default_rng(5)
-    for shape in ((9, 11, 7), (15, 12)):
-        mask = rng.random(shape) < 0.6
+    for size in ((9, 11, 7), (15, 12)):
+        mask = rng.random(size) < 0.6
         assert np.array_equal(boundary(mask), mask & ~ndimage.binary_erosion(mask))
-        labels = rng.integers(0, 4, shape)
-        expected = np.zeros(shape, bool)
+        labels = rng.integers(0, 4, size)
+        expected = np.zeros(size, bool)
         for label in range(1, 4):
             expected |= (labels == label) & ~ndimage.binary_erosion(labels == label)
         assert np.array_equal(boundary(labels), expected)
@@ -247,11 +247,11 @@ def test_cldice_of_a_thin_line_is_one_when_identical():
     assert shape.boundary_iou(line, line, 1) == 1.0
 
 
-@pytest.mark.parametrize("shape", [(7, 9, 8), (11, 13)])
-def test_corner_points_are_the_neighbourhood_codes_of_the_surfels(shape):
+@pytest.mark.parametrize("size", [(7, 9, 8), (11, 13)])
+def test_corner_points_are_the_neighbourhood_codes_of_the_surfels(size):
     from evaluation.metrics.surfels import corner_codes, corner_points
 
-    mask = np.random.default_rng(len(shape)).random(shape) < 0.5
+    mask = np.random.default_rng(len(size)).random(size) < 0.5
     codes = corner_codes(mask)
     full = (1 << (1 << mask.ndim)) - 1
     expected = np.argwhere((codes != 0) & (codes != full))

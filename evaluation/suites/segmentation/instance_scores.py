@@ -20,12 +20,15 @@ import math
 
 import numpy as np
 
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, SubmissionError
 from evaluation.suites.segmentation import instances, overlap, per_instance
 from evaluation.suites.segmentation.instances import Overlaps
 from evaluation.suites.segmentation.options import SUMMARIES, instance_keys
 
 NAN = float("nan")
+# Predicted instances (or components) scored per case and class: more is not a segmentation
+# but noise, and matching them one by one would take the worker's whole time.
+MAX_INSTANCES = 100_000
 # panoptica's zero-TP values: (no instance at all, otherwise); a metric missing here raises.
 ZERO_TP = {"dice": (NAN, 0.0), "iou": (NAN, 0.0), "cldice": (NAN, 0.0), "assd": (NAN, math.inf),
            "volume_difference": (NAN, NAN), "abs_volume_difference": (NAN, NAN), "ref_voxels": (NAN, NAN),
@@ -66,6 +69,9 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing) -> tuple[dict,
     """(summary keys -> values, details for instances.json) of one class's instance maps."""
     definition = options.definition("instances")
     ov = Overlaps.of(ref, pred)
+    if ov.pred_ids.size > MAX_INSTANCES:
+        raise SubmissionError(f"holds {ov.pred_ids.size} instances of one class; at most {MAX_INSTANCES} are scored "
+                              "(a label map of instance ids or of classes with few connected components is expected)")
     matching = match(ov, options, definition)
     metrics = [m for m in options.instance_metrics if m not in SUMMARIES]
     per_pair = per_instance.evaluate(ref, pred, ov, matching, metrics, definition, options, spacing)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from evaluation.errors import SubmissionError
 from evaluation.metrics import surfels
 from evaluation.metrics.lee_thinning import numba
 from evaluation.metrics.nearest import as_3d
@@ -58,7 +59,10 @@ def score_case(task: CaseTask) -> dict:
     truth, pred, spacing = read_case(task)
     if not options.instances_input and options.unknown_labels == "reject" and task.prediction is not None:
         refuse_unknown_labels(pred, options.label_ids, task.display)
-    return score_arrays(truth, pred, spacing, options)
+    try:
+        return score_arrays(truth, pred, spacing, options)
+    except SubmissionError as exc:  # raised about the data, without the file's name
+        raise SubmissionError(f"{task.display}: {exc}") from None
 
 
 def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...], options: Options) -> dict:
