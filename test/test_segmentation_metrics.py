@@ -24,7 +24,7 @@ def point_set(marks: np.ndarray, spacing) -> PointSet:
     """Every non-zero element of ``marks`` as a point."""
     reach = offsets(tuple(float(s) for s in spacing)).reach
     grid = np.pad(marks, [(r, r) for r in reach])
-    return PointSet(grid, np.flatnonzero(grid), reach)
+    return PointSet.on(grid, np.flatnonzero(grid), reach)
 
 
 def nearest(source_mask, target, spacing, source_labels=None):
@@ -77,7 +77,7 @@ def test_boundary_is_the_mask_minus_its_face_erosion():
             expected |= (labels == label) & ~ndimage.binary_erosion(labels == label)
         assert np.array_equal(boundary(labels), expected)
         points = edge_points(labels, (1.0,) * labels.ndim)
-        assert np.array_equal(points.coords(), np.argwhere(expected)) and np.array_equal(points.marks(), labels[expected])
+        assert np.array_equal(points.coords(), np.argwhere(expected)) and np.array_equal(points.marks, labels[expected])
 
 
 def test_offset_length_is_the_distance_transform_arithmetic():
@@ -256,4 +256,4 @@ def test_corner_points_are_the_neighbourhood_codes_of_the_surfels(size):
     full = (1 << (1 << mask.ndim)) - 1
     expected = np.argwhere((codes != 0) & (codes != full))
     points = corner_points(mask, (1.0,) * mask.ndim)
-    assert np.array_equal(points.coords(), expected) and np.array_equal(points.marks(), codes[tuple(expected.T)])
+    assert np.array_equal(points.coords(), expected) and np.array_equal(points.marks, codes[tuple(expected.T)])

@@ -11,6 +11,26 @@ or of ``torch.quantile`` on float32 (ATen ``quantile``: rank ``q * (n - 1)`` in 
 
 import numpy as np
 
+from evaluation.metrics.lee_thinning import numba
+
+
+def counting_order(keys: np.ndarray, size: int) -> np.ndarray:
+    """The stable order that sorts ``keys`` (integers in [0, size)), by counting."""
+    order = np.empty(keys.size, np.int64)
+    _counting(keys.astype(np.int64, copy=False), np.zeros(size + 1, np.int64), order)
+    return order
+
+
+@numba.njit(cache=True, nogil=True)
+def _counting(keys, start, order):  # pragma: no cover - compiled
+    for k in keys:
+        start[k + 1] += 1
+    for b in range(1, start.size):
+        start[b] += start[b - 1]
+    for i in range(keys.size):
+        order[start[keys[i]]] = i
+        start[keys[i]] += 1
+
 
 def sort_groups(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(group ids, start of each group, its size, values sorted by group then value)."""

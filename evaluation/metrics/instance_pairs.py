@@ -53,8 +53,13 @@ def overlaps(ref: np.ndarray, pred: np.ndarray):
     ref_rank[ref_ids], pred_rank[pred_ids] = np.arange(ref_ids.size), np.arange(pred_ids.size)
     keys = np.empty(both, np.int64)
     _keys(ref_flat, pred_flat, ref_rank, pred_rank, max(pred_ids.size, 1), keys)
-    pairs, inter = np.unique(keys, return_counts=True)
     width = max(pred_ids.size, 1)
+    if ref_ids.size * width <= DIRECT_IDS:  # count by key: no sort, no copy of the keys
+        inter = np.bincount(keys, minlength=ref_ids.size * width)
+        pairs = np.flatnonzero(inter)
+        inter = inter[pairs]
+    else:
+        pairs, inter = np.unique(keys, return_counts=True)
     ref_index, pred_index = pairs // width, pairs % width
     order = np.lexsort((ref_index, pred_index))
     return (ref_ids, ref_count[ref_ids], pred_ids, pred_count[pred_ids], ref_index[order], pred_index[order],

@@ -26,7 +26,7 @@ over one label map instead of one pass per instance.
 """
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,12 +72,22 @@ def offsets(spacing: tuple[float, ...], radius: float = SEARCH_RADIUS) -> Offset
 @dataclass(frozen=True)
 class PointSet:
     """The points of one surface: marked (label, or any non-zero value) on ``grid``, the image
-    padded by ``reach`` on both sides of every axis; ``index`` their flat indices in raster
-    order."""
+    padded by ``reach`` on both sides of every axis (``shape``); ``index`` their flat indices in
+    raster order, ``marks`` their marks. A set used only as a source needs no grid
+    (``released``)."""
 
-    grid: np.ndarray
+    grid: np.ndarray | None
     index: np.ndarray
     reach: tuple[int, ...]
+    shape: tuple[int, ...]
+    marks: np.ndarray
+
+    @classmethod
+    def on(cls, grid: np.ndarray, index: np.ndarray, reach: tuple[int, ...]) -> "PointSet":
+        return cls(grid, index, reach, grid.shape, grid.reshape(-1)[index])
+
+    def released(self) -> "PointSet":
+        return replace(self, grid=None)
 
     @property
     def size(self) -> int:
@@ -86,10 +96,7 @@ class PointSet:
     def coords(self, which: np.ndarray | None = None) -> np.ndarray:
         """Image coordinates (n, ndim) of the points (or of ``which`` of them)."""
         chosen = self.index if which is None else self.index[which]
-        return np.stack(np.unravel_index(chosen, self.grid.shape), axis=1) - np.asarray(self.reach)
-
-    def marks(self) -> np.ndarray:
-        return self.grid.reshape(-1)[self.index]
+        return np.stack(np.unravel_index(chosen, self.shape), axis=1) - np.asarray(self.reach)
 
 
 def padded(shape: tuple[int, ...], reach: tuple[int, ...], dtype) -> np.ndarray:
@@ -192,13 +199,46 @@ def marked(grid: np.ndarray, count: int, reach: tuple[int, ...]) -> PointSet:
     """The ``count`` marked elements of ``grid`` as a point set."""
     index = np.empty(count, np.int64)
     _marked(grid.reshape(-1), index)
-    return PointSet(grid, index, reach)
+    return PointSet.on(grid, index, reach)
 
 
 def boundary(labels: np.ndarray) -> np.ndarray:
     """The boundary elements (``edge_points``) as a boolean array of ``labels``'s shape."""
     points = edge_points(labels, (1.0,) * labels.ndim)
     return points.grid[tuple(slice(r, r + n) for r, n in zip(points.reach, labels.shape))] != 0
+
+
+def distance_rank(values: np.ndarray, spacing) -> np.ndarray:
+    """The dense rank of each distance among the distinct values (equal values, equal rank),
+    for sorting by distance in linear time: a distance found within the search radius is one
+    of the offset lengths; the rest rank after all of them."""
+    lengths = np.unique(offsets(tuple(float(s) for s in spacing)).length)
+    rank = np.searchsorted(lengths, values)
+    beyond = np.flatnonzero(rank >= lengths.size)
+    if beyond.size:
+        far = np.unique(values[beyond])
+        rank[beyond] = lengths.size + np.searchsorted(far, values[beyond])
+    return rank
+
+
+# A grid of at least this many elements is not kept while the other set's grid is built
+# (``both_ways``): rebuilding it costs one more pass, keeping it a copy of the image.
+LARGE_GRID = 1 << 23
+
+
+def both_ways(build_a, build_b, spacing, labelled: bool = False):
+    """(a, b, distances a -> b, distances b -> a) of two point sets made by ``build_a`` and
+    ``build_b``; for large grids with only one grid alive at a time (a's is built twice)."""
+    a = build_a()
+    large = a.grid.size >= LARGE_GRID
+    if large:
+        a = a.released()
+    b = build_b()
+    to_b = distances(a, b, spacing, labelled)
+    if large:
+        b = b.released()
+    to_a = distances(b, build_a() if large else a, spacing, labelled)
+    return a.released(), b.released(), to_b, to_a
 
 
 def distances(source: PointSet, target: PointSet, spacing, labelled: bool = False) -> np.ndarray:
@@ -216,42 +256,53 @@ def distances(source: PointSet, target: PointSet, spacing, labelled: bool = Fals
     steps = table.steps @ strides
     flat = target.grid.reshape(-1)
     if labelled:
-        _search_label(flat, source.index, source.marks().astype(flat.dtype), steps, table.length, out)
+        _search_label(flat, source.index, source.marks.astype(flat.dtype), steps, table.length, out)
     else:
         _search_any(flat, source.index, steps, table.length, out)
     far = np.flatnonzero(out < 0)
     if far.size:
-        out[far] = _far(source.coords(far), source.marks()[far] if labelled else None, target, spacing)
+        out[far] = _far(source.coords(far), source.marks[far] if labelled else None, target, spacing)
     return out
 
 
 def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacing) -> np.ndarray:
     """The KD-tree answer for points beyond the search radius. Labels become an extra
     coordinate so far apart (more than any distance in the grid) that the nearest point always
-    carries the source's label when one exists."""
-    scale = np.asarray(spacing)
-    if labels is None:
-        points = target.coords()
-        partner = points[_tree(points * scale).query(source * scale)[1]]
-        return offset_length(partner - source, spacing)
-    marks = target.marks()
-    relevant = np.flatnonzero(np.isin(marks, labels))  # only the labels of far points can be their partners
-    points, point_labels = target.coords(relevant), marks[relevant].astype(np.float64)
-    if not len(points):
+    carries the source's label when one exists; only the target points of those labels take
+    part."""
+    chosen = None if labels is None else np.flatnonzero(np.isin(target.marks, labels))
+    if chosen is not None and not chosen.size:
         return np.full(len(source), np.inf)
-    separation = 4.0 * float(np.dot(target.grid.shape, spacing)) + 1.0
-    index = _tree(np.column_stack([points * scale, point_labels * separation])).query(
-        np.column_stack([source * scale, labels.astype(np.float64) * separation]))[1]
-    found = point_labels[index] == labels
+    separation = 4.0 * float(np.dot(target.shape, spacing)) + 1.0
+    point_labels = None if chosen is None else target.marks[chosen]
+    tree = _tree(_embedded(target, chosen, spacing, point_labels, separation))
+    query = np.column_stack([source * np.asarray(spacing)] + ([] if labels is None else [labels.astype(np.float64) * separation]))
+    index = tree.query(query)[1]
+    found = np.ones(len(source), bool) if labels is None else point_labels[index] == labels
     out = np.full(len(source), np.inf)
-    out[found] = offset_length(points[index[found]] - source[found], spacing)
+    out[found] = offset_length(target.coords(index[found] if chosen is None else chosen[index[found]]) - source[found], spacing)
+    return out
+
+
+def _embedded(target: PointSet, chosen, spacing, labels, separation) -> np.ndarray:
+    """The target points (or the ``chosen`` ones) in physical coordinates, plus the label
+    coordinate: one float64 array, filled axis by axis."""
+    index = target.index if chosen is None else target.index[chosen]
+    ndim = len(target.shape)
+    out = np.empty((index.size, ndim + (labels is not None)), np.float64)
+    stride = 1
+    for axis in reversed(range(ndim)):
+        np.multiply((index // stride) % target.shape[axis] - target.reach[axis], spacing[axis], out=out[:, axis])
+        stride *= target.shape[axis]
+    if labels is not None:
+        np.multiply(labels, separation, out=out[:, -1], casting="unsafe")
     return out
 
 
 def _tree(points: np.ndarray):
     """A ``cKDTree`` built unbalanced (sliding midpoint): twice as fast to build for surface
-    point clouds, and the queries are exact either way. Imported on first use (a heavy
-    import most masks never need)."""
+    point clouds, and the queries are exact either way; it keeps a view of ``points`` instead
+    of a copy. Imported on first use (a heavy import most masks never need)."""
     from scipy.spatial import cKDTree
 
-    return cKDTree(points, leafsize=32, balanced_tree=False, compact_nodes=False)
+    return cKDTree(points, leafsize=32, balanced_tree=False, compact_nodes=False, copy_data=False)

@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-from evaluation.metrics.grouped import percentile_linear, quantile_float32
+from evaluation.metrics.grouped import counting_order, percentile_linear, quantile_float32
+from evaluation.metrics.nearest import distance_rank
 from evaluation.suites.segmentation.options import number_key
 from evaluation.suites.segmentation.surfaces import Surfaces
 
@@ -164,17 +165,19 @@ def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     direction; ``compute_surface_overlap_at_tolerance`` and ``compute_surface_dice_at_tolerance``
     the areas within the tolerance. ``assd`` (pooled, area-weighted) and ``masd`` (mean of the
     two directions) are this suite's symmetric summaries; the library returns the pair only."""
-    (d_ref, a_ref), (d_pred, a_pred) = _by_distance(s.ref, s.ref_area), _by_distance(s.pred, s.pred_area)
+    (d_ref, a_ref), (d_pred, a_pred) = _by_distance(s.ref, s.ref_area, spacing), _by_distance(s.pred, s.pred_area, spacing)
     sum_ref, sum_pred = np.sum(a_ref), np.sum(a_pred)
+    weighted_ref, weighted_pred = np.sum(d_ref * a_ref), np.sum(d_pred * a_pred)
+    fractions = [np.cumsum(a) / np.sum(a) if a.size else None for a in (a_ref, a_pred)]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = {"surface_ref": int(d_ref.size), "surface_pred": int(d_pred.size),
                "surface_area_ref": float(sum_ref), "surface_area_pred": float(sum_pred),
-               "asd_ref_to_pred": float(np.sum(d_ref * a_ref) / sum_ref), "asd_pred_to_ref": float(np.sum(d_pred * a_pred) / sum_pred),
-               "assd": float((np.sum(d_ref * a_ref) + np.sum(d_pred * a_pred)) / (sum_ref + sum_pred))}
+               "asd_ref_to_pred": float(weighted_ref / sum_ref), "asd_pred_to_ref": float(weighted_pred / sum_pred),
+               "assd": float((weighted_ref + weighted_pred) / (sum_ref + sum_pred))}
         out["masd"] = (out["asd_ref_to_pred"] + out["asd_pred_to_ref"]) / 2
-        out["hd"] = _robust_hausdorff(d_ref, a_ref, d_pred, a_pred, 100)
+        out["hd"] = _robust_hausdorff((d_ref, d_pred), fractions, 100)
         for p in percentiles:
-            out[f"hd{number_key(p)}"] = _robust_hausdorff(d_ref, a_ref, d_pred, a_pred, p)
+            out[f"hd{number_key(p)}"] = _robust_hausdorff((d_ref, d_pred), fractions, p)
         for t in tolerances:
             key, tau = number_key(t), tolerance_value(t, spacing)
             near_ref, near_pred = np.sum(a_ref[d_ref <= tau]), np.sum(a_pred[d_pred <= tau])
@@ -183,18 +186,20 @@ def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     return out
 
 
-def _by_distance(distances: np.ndarray, areas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``_sort_distances_surfels``: sorted by (distance, area)."""
-    order = np.lexsort((areas, distances))
+def _by_distance(distances: np.ndarray, areas: np.ndarray, spacing) -> tuple[np.ndarray, np.ndarray]:
+    """``_sort_distances_surfels``: sorted by (distance, area), here by counting on the
+    distances' and the areas' dense ranks (both take few distinct values)."""
+    if not distances.size:
+        return distances, areas
+    values = np.unique(areas)
+    keys = distance_rank(distances, spacing) * values.size + np.searchsorted(values, areas)
+    order = counting_order(keys, int(keys.max()) + 1)
     return distances[order], areas[order]
 
 
-def _robust_hausdorff(d_ref, a_ref, d_pred, a_pred, percent) -> float:
+def _robust_hausdorff(directions, fractions, percent) -> float:
+    """Per direction, the first distance whose cumulative area fraction reaches ``percent``."""
     found = []
-    for d, a in ((d_ref, a_ref), (d_pred, a_pred)):
-        if d.size:
-            cumulative = np.cumsum(a) / np.sum(a)
-            found.append(float(d[min(int(np.searchsorted(cumulative, percent / 100.0)), d.size - 1)]))
-        else:
-            found.append(float("inf"))
+    for d, cumulative in zip(directions, fractions):
+        found.append(float(d[min(int(np.searchsorted(cumulative, percent / 100.0)), d.size - 1)]) if d.size else float("inf"))
     return max(found)

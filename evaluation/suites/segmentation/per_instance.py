@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.metrics.nearest import PointSet, distances as distances_between, edge_points
+from evaluation.metrics.nearest import PointSet, both_ways, edge_points
 from evaluation.suites.segmentation import distances, overlap, shape
 from evaluation.suites.segmentation.instances import Matching, Overlaps
 from evaluation.suites.segmentation.surfaces import Surfaces
@@ -98,10 +98,9 @@ def _overlap(ov: Overlaps, pair_inter: dict, preds: list[int], r: int, definitio
 
 def _surfaces(ref: np.ndarray, pred: np.ndarray, relabelling: Relabelling, ids: np.ndarray, spacing) -> list[Surfaces]:
     """Both directed distance lists of every matched instance, in the order of ``ids``."""
-    ref_edge, pred_edge = relabelling.edges(ref, "ref", spacing), relabelling.edges(pred, "pred", spacing)
-    to_pred = distances_between(ref_edge, pred_edge, spacing, labelled=True)
-    to_ref = distances_between(pred_edge, ref_edge, spacing, labelled=True)
-    ref_split, pred_split = _split(ref_edge.marks(), to_pred, ids), _split(pred_edge.marks(), to_ref, ids)
+    ref_edge, pred_edge, to_pred, to_ref = both_ways(lambda: relabelling.edges(ref, "ref", spacing),
+                                                     lambda: relabelling.edges(pred, "pred", spacing), spacing, labelled=True)
+    ref_split, pred_split = _split(ref_edge.marks, to_pred, ids), _split(pred_edge.marks, to_ref, ids)
     return [Surfaces("voxels", a, b) for a, b in zip(ref_split, pred_split)]
 
 

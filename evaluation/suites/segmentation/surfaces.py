@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluation.metrics import surfels
-from evaluation.metrics.nearest import PointSet, distances, edge_points, offset_length
+from evaluation.metrics.nearest import PointSet, both_ways, edge_points, offset_length
 
 
 @dataclass(frozen=True)
@@ -95,20 +95,19 @@ def bounding_box(mask: np.ndarray) -> tuple[slice, ...]:
 
 
 def voxel_surfaces(box: Box) -> Surfaces:
-    ref, pred = (edge_points(m, box.spacing, box.membership, box.default) for m in (box.truth, box.pred))
-    return Surfaces(
-        "voxels", distances(ref, pred, box.spacing), distances(pred, ref, box.spacing),
-        ref_virtual=_virtual(ref, box) if not pred.size else None,
-        pred_virtual=_virtual(pred, box) if not ref.size else None,
-    )
+    ref, pred, to_pred, to_ref = both_ways(lambda: edge_points(box.truth, box.spacing, box.membership, box.default),
+                                           lambda: edge_points(box.pred, box.spacing, box.membership, box.default), box.spacing)
+    return Surfaces("voxels", to_pred, to_ref, ref_virtual=_virtual(ref, box) if not pred.size else None,
+                    pred_virtual=_virtual(pred, box) if not ref.size else None)
 
 
 def surfel_surfaces(box: Box, areas: np.ndarray) -> Surfaces:
     """Corner surfels; ``areas`` maps a neighbourhood code to its area (``surfels.area_table``
     or MONAI's float32 version)."""
-    ref, pred = (surfels.corner_points(m, box.spacing, box.membership, box.default) for m in (box.truth, box.pred))
-    return Surfaces("surfels", distances(ref, pred, box.spacing), distances(pred, ref, box.spacing),
-                    ref_area=areas[ref.marks()], pred_area=areas[pred.marks()])
+    ref, pred, to_pred, to_ref = both_ways(lambda: surfels.corner_points(box.truth, box.spacing, box.membership, box.default),
+                                           lambda: surfels.corner_points(box.pred, box.spacing, box.membership, box.default),
+                                           box.spacing)
+    return Surfaces("surfels", to_pred, to_ref, ref_area=areas[ref.marks], pred_area=areas[pred.marks])
 
 
 def _virtual(points: PointSet, box: Box) -> np.ndarray:
