@@ -6,9 +6,9 @@ import html
 
 from evaluation import figures
 from evaluation.suites.segmentation.aggregate import defined, flat
-from evaluation.suites.segmentation.options import Options
+from evaluation.suites.segmentation.options import UNRANKABLE, Options
 
-MAX_PLOTS = 12  # box plots drawn (the first keys, in output order)
+MAX_PLOTS = 12  # box plots drawn (the first scores, in output order)
 STYLE = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:.85em}"
          "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}")
 
@@ -55,7 +55,9 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
             for cls, table in summary["classes"].items() for key, row in table.items()]
     parts += ["<h2>Statistics per class</h2>", figures.table(header, body)]
     if scored:
-        parts += ["<h2>Per class</h2>", _plots(options, scored, keys[:MAX_PLOTS])]
+        scores = [k for k in keys if not UNRANKABLE.match(k.removeprefix("instances_"))]  # not counts and sizes
+        if scores:
+            parts += ["<h2>Per class</h2>", _plots(options, scored, scores[:MAX_PLOTS])]
     rows = [[html.escape(case), html.escape(cls.name)] + [_number(flat(value["classes"][cls.name]).get(k)) for k in keys]
             for case, value in sorted(scored.items()) for cls in options.classes]
     parts += ["<h2>Cases</h2>", figures.table(["case", "class", *map(html.escape, keys)], rows)]
