@@ -165,7 +165,8 @@ def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     direction; ``compute_surface_overlap_at_tolerance`` and ``compute_surface_dice_at_tolerance``
     the areas within the tolerance. ``assd`` (pooled, area-weighted) and ``masd`` (mean of the
     two directions) are this suite's symmetric summaries; the library returns the pair only."""
-    (d_ref, a_ref), (d_pred, a_pred) = _by_distance(s.ref, s.ref_area, spacing), _by_distance(s.pred, s.pred_area, spacing)
+    (d_ref, a_ref), (d_pred, a_pred) = (_by_distance(s.ref, s.ref_area, s.ref_area_rank, spacing),
+                                        _by_distance(s.pred, s.pred_area, s.pred_area_rank, spacing))
     sum_ref, sum_pred = np.sum(a_ref), np.sum(a_pred)
     weighted_ref, weighted_pred = np.sum(d_ref * a_ref), np.sum(d_pred * a_pred)
     fractions = [np.cumsum(a) / np.sum(a) if a.size else None for a in (a_ref, a_pred)]
@@ -186,13 +187,12 @@ def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     return out
 
 
-def _by_distance(distances: np.ndarray, areas: np.ndarray, spacing) -> tuple[np.ndarray, np.ndarray]:
+def _by_distance(distances: np.ndarray, areas: np.ndarray, area_rank: np.ndarray, spacing) -> tuple[np.ndarray, np.ndarray]:
     """``_sort_distances_surfels``: sorted by (distance, area), here by counting on the
     distances' and the areas' dense ranks (both take few distinct values)."""
     if not distances.size:
         return distances, areas
-    values = np.unique(areas)
-    keys = distance_rank(distances, spacing) * values.size + np.searchsorted(values, areas)
+    keys = distance_rank(distances, spacing) * (int(area_rank.max()) + 1) + area_rank
     order = counting_order(keys, int(keys.max()) + 1)
     return distances[order], areas[order]
 

@@ -39,6 +39,8 @@ class Surfaces:
     pred_area: np.ndarray | None = None
     ref_virtual: np.ndarray | None = None
     pred_virtual: np.ndarray | None = None
+    ref_area_rank: np.ndarray | None = None  # dense rank of each area among the table's values (for sorting)
+    pred_area_rank: np.ndarray | None = None
 
     @property
     def ref_empty(self) -> bool:
@@ -107,7 +109,9 @@ def surfel_surfaces(box: Box, areas: np.ndarray) -> Surfaces:
     ref, pred, to_pred, to_ref = both_ways(lambda: surfels.corner_points(box.truth, box.spacing, box.membership, box.default),
                                            lambda: surfels.corner_points(box.pred, box.spacing, box.membership, box.default),
                                            box.spacing)
-    return Surfaces("surfels", to_pred, to_ref, ref_area=areas[ref.marks], pred_area=areas[pred.marks])
+    rank = np.unique(areas, return_inverse=True)[1]
+    return Surfaces("surfels", to_pred, to_ref, ref_area=areas[ref.marks], pred_area=areas[pred.marks],
+                    ref_area_rank=rank[ref.marks], pred_area_rank=rank[pred.marks])
 
 
 def _virtual(points: PointSet, box: Box) -> np.ndarray:
