@@ -46,6 +46,7 @@ def tau_keys(case: str) -> tuple[str, str]:
 METRICS = ("[counts, dice, iou, precision, recall, fbeta, specificity, npv, accuracy, balanced_accuracy, mcc, cohens_kappa, "
            "youden, lr_plus, volume_difference, abs_volume_difference, hd, hd_percentile, assd, masd, asd, nsd, surface_overlap, "
            "surface_size, boundary_iou, cldice, topology, centre_distance]")
+TOLERANCES = sorted(set(TOLERANCES) | {0.5})  # 0.5: panoptica's global_bin_nsd
 COMMON = (f"metrics: {METRICS}\nnsd_tolerances: [{', '.join(map(str, TOLERANCES))}, min_spacing]\nfbeta: [1, 2]\n"
           "boundary_iou_distances: [1, 2]\nstatistics: [mean]\n")
 PANOPTICA_INSTANCES = "instance_metrics: [detection, panoptic, dice, iou, hd, hd_percentile, assd, nsd, cldice, volume_difference, abs_volume_difference, ref_size]\n"
@@ -71,6 +72,8 @@ RUNS = {
     "monai_keep_empty": ("semantic", "definition: monai\n" + KEEP_EMPTY),
     "monai_subvoxels": ("semantic", "definition: monai\nmonai_subvoxels: true\n"),
     "deepmind": ("semantic", "definition: deepmind\n"),
+    "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\n"),
+    "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\n"),
     **{name: ("instances", f"definition: {definition}\nmatch_threshold: {threshold}\n" + (f"matching: {matching}\n" if matching else "")
               + INSTANCE_METRICS[definition])
        for name, (definition, matching, threshold) in MATCHERS.items()},
@@ -377,3 +380,23 @@ def test_monai_panoptic_quality(run, threshold, case):
     summary = class_entry(metrics, case, "fg")["instances"]
     expected = EXPECTED[case]["monai"]["panoptic_quality"][threshold]
     assert not compare(summary, expected, MONAI_PQ, case, ("pq", "sq", "rq", "iou_sum"))
+
+
+GLOBAL = {"global_bin_volume_ref": "n_ref", "global_bin_volume_pred": "n_pred", "global_bin_dsc": "dice", "global_bin_iou": "iou",
+          "global_bin_hd": "hd", "global_bin_hd95": "hd95", "global_bin_assd": "assd", "global_bin_nsd": "nsd_0p5",
+          "global_bin_cldsc": "cldice", "global_bin_rvd": "volume_difference"}
+
+
+@pytest.mark.parametrize("case", [c for c in sorted(MANIFEST) if MANIFEST[c].get("n_classes", 1) == 1])
+def test_panoptica_global_binary_metrics(run, case):
+    """panoptica's ``global_bin_*``: the pairwise metrics without the spacing and with a 0.5
+    tolerance (``panoptica_result.py: _calc_global_bin_metric``), i.e. ``spacing: voxel``.
+    Where the masks do not intersect, panoptica uses its zero-TP rules instead (not compared)."""
+    semantic = MANIFEST[case]["kind"] != "instance"
+    metrics, _ = run("panoptica_voxel" if semantic else "panoptica_voxel/fg")
+    blocks = EXPECTED[case]["panoptica"]["semantic_cc" if semantic else "instance"]["naive_iou0.5"]
+    block = blocks["full"] if "error" not in blocks["full"] else blocks["safe"]
+    found = class_entry(metrics, case, "1" if semantic else "fg")
+    if not found["dice"]:
+        pytest.skip("the masks do not intersect: panoptica's zero-TP rules apply")
+    assert not compare(found, block["ungrouped"], GLOBAL, case)
