@@ -77,7 +77,7 @@ codabench() {  # codabench NAME COMMAND...
   cp -r examples/codabench/scoring_program "$root/program"
   cp -r ground-truth "$root/input/ref"
   python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" \
-    test/example-submission/submission.zip "$root/input/res"
+    examples/cellmap/submission/submission.zip "$root/input/res"
   printf 'submitted-by: example\nexitCode: 0\n' > "$root/input/res/metadata"
   local security=(--security-opt no-new-privileges)
   [ "$engine" = podman ] && security=(--security-opt label=disable)
@@ -171,7 +171,7 @@ writable() {  # writable DIR TARGET: a volume option for a fresh output folder t
 }
 hardened=(--network none --read-only --tmpfs /tmp:rw,exec --cap-drop ALL --security-opt no-new-privileges
           --memory 7g --pids-limit 512)
-run hardened 0 "${hardened[@]}" -v "$here/test/example-submission:/input:ro" -v "$(writable "$work/hardened" /output)" "$IMAGE_TAG" \
+run hardened 0 "${hardened[@]}" -v "$here/examples/cellmap/submission:/input:ro" -v "$(writable "$work/hardened" /output)" "$IMAGE_TAG" \
   && check_outputs hardened "$work/hardened" "$scenarios/baked/expected"
 
 if run rejected 2 "${hardened[@]}" -v "$scenarios/rejected/input:/input:ro" -v "$(writable "$work/rejected" /output)" "$IMAGE_TAG"; then

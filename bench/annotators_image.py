@@ -88,7 +88,7 @@ def tool_distances(data: dict, row: dict) -> tuple[float, bool]:
     from scipy.spatial.distance import directed_hausdorff
 
     from evaluation.metrics.staple import staple
-    from evaluation.suites.annotators import dilate, footprint
+    from evaluation.suites.annotators.masks import dilate, footprint
 
     element = footprint(3, "disk")
     masks = {name.rsplit("_", 1)[-1]: dilate((data[name] != 0).astype(np.uint8), element) for name in ANNOTATORS}

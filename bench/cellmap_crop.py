@@ -102,12 +102,13 @@ def verify_against_slow_path(truth, pred, sample, seed=1):
     import cc3d
 
     from evaluation.metrics.hausdorff import capped_hausdorff, capped_hausdorff_padded_roi
-    from evaluation.suites.cellmap import Limits, match_instances, max_distance, relabel_table
+    from evaluation.suites.cellmap.instances import match_instances, max_distance, relabel_table
+    from evaluation.suites.cellmap.options import Limits
     from evaluation.metrics.overlap import contingency
 
     components, n_pred = cc3d.connected_components(pred, return_N=True)
     table = contingency(truth, components, where=truth > 0)
-    mapping = match_instances(truth, components, int(n_pred), table, Limits())
+    mapping = match_instances(truth, components, int(n_pred), table, Limits.reference())
     lut = relabel_table({0: 0, **mapping}, int(n_pred))
     ids = np.unique(table.a)
     if sample != "all":

@@ -14,7 +14,7 @@ prints for each:
   process: wall seconds, peak RSS, ratio to the floor;
 - the whole command line (``python -m evaluation``) on the sample;
 - with ``--verify``: the per-image result of a straightforward dense computation
-  (``test/fisbe_dense.py``: full-volume masks and full-volume skeletons, as the reference
+  (``test/helpers/fisbe_dense.py``: full-volume masks and full-volume skeletons, as the reference
   computes them) and whether every value is identical.
 
     python bench/fisbe_volume.py                       # both samples, verify the first
@@ -48,7 +48,7 @@ def generate(name: str, folder: Path) -> tuple[Path, Path, dict]:
     import h5py
     import zarr
 
-    import fisbe_synthetic as syn
+    from helpers import fisbe_synthetic as syn
 
     shape, count, length, radius, seed = SAMPLES[name]
     rng = np.random.default_rng(seed)
@@ -110,7 +110,7 @@ def verify(phase: Path, submission: Path, name: str, result: dict) -> tuple[bool
     import h5py
     import zarr
 
-    import fisbe_dense
+    from helpers import fisbe_dense
     from evaluation.report import sanitize as to_json
 
     array = zarr.open_array(str(phase / f"{name}.zarr" / "volumes/gt_instances"), mode="r")

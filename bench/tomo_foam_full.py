@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluation.metrics.bitpack import pack  # noqa: E402
+from evaluation.readers.bitpack import pack  # noqa: E402
 from evaluation.readers.slabs import open_slabs, slab_bounds  # noqa: E402
 
 from common import in_fresh_process, peak_rss_mb, run_cli  # noqa: E402

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evaluation.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
+from evaluation.suites.cellmap.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
 from evaluation.errors import SubmissionError
 
 
@@ -12,8 +12,9 @@ def _align(image, attrs, grid, instance=True, ratio=4096):
 
 
 def test_translation_snapping_is_asymmetric():
-    """SPEC 4.6, case n: target z translation 123.45 nm at 10 nm; an input starting one voxel
-    later snaps to 130 and stays put, one starting a voxel earlier moves by one."""
+    """``MatchedCrop.load_aligned`` snaps only the input translation (case n): target z
+    translation 123.45 nm at 10 nm; an input starting one voxel later snaps to 130 and stays
+    put, one starting a voxel earlier moves by one."""
     grid = Grid((10.0, 4.0, 4.0), (24, 48, 48), (123.45, 4002.0, 8006.0))
     assert voxel_offset(np.array([133.45, 4002.0, 8006.0]), grid).tolist() == [0, 0, 0]
     assert voxel_offset(np.array([113.45, 4002.0, 8006.0]), grid).tolist() == [-1, 0, 0]
@@ -98,7 +99,7 @@ def test_blockwise_resampling_equals_whole_array_when_blocks_align(monkeypatch, 
     whole-array result exactly (seams only appear for linear interpolation)."""
     from skimage.transform import rescale
 
-    from evaluation import alignment
+    from evaluation.suites.cellmap import alignment
 
     monkeypatch.setattr(alignment, "CHUNK_EDGE", 4)
     image = np.random.default_rng(0).integers(0, 50, size=(12, 8, 16)).astype(np.uint32)
@@ -110,7 +111,7 @@ def test_blockwise_resampling_equals_whole_array_when_blocks_align(monkeypatch, 
 def test_large_semantic_arrays_take_the_blockwise_path(monkeypatch):
     """Above CHUNKED_LOADING_MIB (as float32) and with a voxel size to resample, alignment reads
     and resamples block by block and thresholds once at the end, as the reference does."""
-    from evaluation import alignment
+    from evaluation.suites.cellmap import alignment
 
     monkeypatch.setattr(alignment, "CHUNKED_LOADING_MIB", 0)
     monkeypatch.setattr(alignment, "CHUNK_EDGE", 4)
@@ -122,7 +123,8 @@ def test_large_semantic_arrays_take_the_blockwise_path(monkeypatch):
                 read=lambda region: regions.append(region) or image[region], max_size_ratio=4096, display="crop1/x")
     assert out.dtype == bool and out.shape == (16, 16, 16) and not out[:3].any()
     assert len(regions) == 8  # 2 x 2 x 2 blocks, never the whole array
-    # each block is interpolated with zeros beyond its edges (mode "constant"): a single seam
-    # stays above the threshold, where three seams meet the value drops below it (SPEC 4.3)
+    # each block is interpolated with zeros beyond its edges (mode "constant",
+    # ``MatchedCrop._load_array_chunked``): a single seam stays above the threshold, where
+    # three seams meet the value drops below it
     assert out[6, 6, 4:12].all()
     assert not out[8, 8, 7] and not out[7, 8, 8]

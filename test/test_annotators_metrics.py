@@ -12,7 +12,11 @@ from skimage import morphology
 
 from evaluation.metrics.staple import staple
 from evaluation.metrics.surface import PointSet, distances, surface_points
-from evaluation.suites.annotators import Settings, column_stats, dilate, footprint, score_image
+from evaluation.suites.annotators.aggregate import column_stats
+from evaluation.suites.annotators.masks import dilate, footprint
+from evaluation.suites.annotators.scoring import Settings, score_image
+
+TOOL = Settings(staple_threshold=0.5, surface_distance="all_pixels")  # the tool's own settings
 
 
 def _blobs(rng, shape, count=3, p=0.02):
@@ -52,7 +56,7 @@ def test_score_image_distances_equal_brute_force():
     model = np.zeros(shape, np.uint8)
     model[0, 23:33, 25:40] = 1
     model[0, 50, 5] = 1  # a far false positive: large distances
-    row = score_image(dict(zip(("A0", "A1", "A2"), masks)), model, Settings())
+    row = score_image(dict(zip(("A0", "A1", "A2"), masks)), model, TOOL)
     for name, mask in zip(("A0", "A1", "A2"), masks):
         hd, msd, _ = _brute(mask, model)
         assert row[f"{name}_hausdorff"] == hd
@@ -130,8 +134,8 @@ def test_stack_of_identical_slices_scores_like_one_slice():
     """Distances are 3-D in a stack; copies of one slice have the same nearest points."""
     rng = np.random.default_rng(5)
     masks = _blobs(rng, (1, 32, 32), count=4, p=0.015)
-    one = score_image(dict(zip("ABC", masks[:3])), masks[3], Settings())
-    two = score_image({k: np.concatenate([m, m]) for k, m in zip("ABC", masks[:3])}, np.concatenate([masks[3]] * 2), Settings())
+    one = score_image(dict(zip("ABC", masks[:3])), masks[3], TOOL)
+    two = score_image({k: np.concatenate([m, m]) for k, m in zip("ABC", masks[:3])}, np.concatenate([masks[3]] * 2), TOOL)
     for key, value in one.items():
         if key.endswith(("_jaccard", "_dice", "_hausdorff", "_msd")) or key == "counts" or key == "Model_count":
             assert two[key] == value or two[key] == pytest.approx(value, rel=1e-12), key
@@ -140,7 +144,7 @@ def test_stack_of_identical_slices_scores_like_one_slice():
 
 def test_all_annotators_and_model_empty():
     empty = np.zeros((1, 10, 10), np.uint8)
-    row = score_image({"A": empty, "B": empty}, empty, Settings())
+    row = score_image({"A": empty, "B": empty}, empty, TOOL)
     assert row["A_jaccard"] == row["Staple_jaccard"] == row["annotators_agree_jaccard"] == 1.0
     assert row["A_hausdorff"] == row["annotators_model_agree_msd"] == 0.0
     assert math.isnan(row["A_sensivity"]) and math.isnan(row["B_specificity"])  # STAPLE of nothing

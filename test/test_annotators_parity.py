@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from annotators_files import EXPECTED, write_phase, write_predictions
-from conftest import differences, run_cli, validate_metrics
+from helpers.annotators_files import EXPECTED, write_phase, write_predictions
+from helpers.grading import differences, run_cli, validate_metrics
 
 COUNTS = ("A0", "A1", "A2", "Union", "Intersection", "Staple", "Model_count", "staple_fg_pixels", "staple_elapsed_iterations")
 SETTINGS = {

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tifffile
 
-from annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
-from conftest import ROOT, differences, run_cli, validate_metrics
+from helpers.annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
+from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
 EXAMPLE = ROOT / "examples" / "annotators"
 NO_REPORT = "suite: annotators\neval_class: 1\nreport: false\ndilation: false\n"
@@ -296,5 +296,5 @@ def test_platform_named_outputs_are_matched_by_case_name(tmp_path):
     named = {case: next(outputs.glob(f"{case}_output.*")) for case in TWO}
     named["unrelated"] = named["blob3"]
     plan = get("annotators").plan(Submission(outputs, named_files=named), phases.load(phase), Resources(workers=1, memory_bytes=1 << 30))
-    assert {t.key: t.payload["prediction"] for t in plan.tasks} == {f"submission/{c}": str(named[c]) for c in TWO}
-    assert plan.context["ignored"] == {"submission": [named["blob3"].name]}
+    assert {t.key: t.payload.prediction for t in plan.tasks} == {f"submission/{c}": str(named[c]) for c in TWO}
+    assert plan.context.ignored == {"submission": [named["blob3"].name]}

@@ -41,7 +41,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Package modules ``name`` imports, at any depth of its code (lazy imports count)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -53,6 +53,16 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
             continue
         found.update(t for t in targets if t in known and t != name)
     return found
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:`` (annotations only, never imported)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            yield from (n for child in node.orelse for n in [child, *_runtime_nodes(child)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
 
 
 def layer(name: str) -> int:

@@ -9,45 +9,43 @@ import pytest
 import zarr
 from scipy import ndimage
 
-from conftest import FIXTURES, run_cli, validate_metrics
+from helpers.grading import FIXTURES, run_cli, validate_metrics
 from test_cellmap_scoring import _three_blobs, semantic_example
-from evaluation import alignment
-from evaluation.alignment import Grid, align
-from evaluation.suites import cellmap
-from evaluation.suites.cellmap import (
-    Limits, combine_pooled, missing_entry_head, normalize_distances, public_results, score_instance_head,
-    score_semantic_head,
-)
+from evaluation.suites.cellmap import alignment, head, inputs
+from evaluation.suites.cellmap.alignment import Grid, align
+from evaluation.suites.cellmap.instances import normalize_distances
+from evaluation.suites.cellmap.options import Limits
 
 VS = (8.0, 8.0, 8.0)
-NORM_128 = 0.9121806575139008  # SPEC 7.5: norm(128 nm) at 8 nm
+LIMITS = Limits.reference()
+NORM_128 = 0.9121806575139008  # distance.py normalize_distance: norm(128 nm) at 8 nm
 
 
 def test_perfect_prediction_pools_one_distance_per_instance():
     truth = _three_blobs()
-    entry = score_instance_head(truth * 7, truth, VS, Limits())
+    entry = head.score_instance(truth * 7, truth, VS, LIMITS)
     assert entry == {"tp": 3, "fp": 0, "fn": 0, "hausdorff_norm_sum": 3.0, "n_hausdorff": 3, "status": "scored"}
 
 
 def test_empty_prediction_counts_every_instance_at_the_cap():
     """Unlike v2 (one capped entry for the crop), head computes d_g for every truth id."""
-    entry = score_instance_head(np.zeros((32, 32, 32), np.uint8), _three_blobs(), VS, Limits())
+    entry = head.score_instance(np.zeros((32, 32, 32), np.uint8), _three_blobs(), VS, LIMITS)
     assert (entry["tp"], entry["fp"], entry["fn"], entry["n_hausdorff"]) == (0, 0, 3, 3)
     assert entry["hausdorff_norm_sum"] == pytest.approx(3 * NORM_128, rel=1e-15)
 
 
 def test_both_empty_contributes_nothing_and_false_positives_count():
     empty = np.zeros((32, 32, 32), np.uint32)
-    assert score_instance_head(empty, empty, VS, Limits())["n_hausdorff"] == 0
+    assert head.score_instance(empty, empty, VS, LIMITS)["n_hausdorff"] == 0
     pred = np.zeros_like(empty)
     pred[1:3, 1:3, 1:3], pred[20:22, 20:22, 20:22] = 1, 1  # two components, no truth
-    entry = score_instance_head(pred, empty, VS, Limits())
+    entry = head.score_instance(pred, empty, VS, LIMITS)
     assert (entry["tp"], entry["fp"], entry["fn"], entry["n_hausdorff"]) == (0, 2, 0, 2)
     assert entry["hausdorff_norm_sum"] == pytest.approx(2 * NORM_128, rel=1e-15)
 
 
 def test_semantic_counts_by_hand():
-    assert score_semantic_head(*semantic_example()) == {"tp": 2, "fp": 1, "fn": 2, "status": "scored"}
+    assert head.score_semantic(*semantic_example()) == {"tp": 2, "fp": 1, "fn": 2, "status": "scored"}
 
 
 def _entry(**counts):
@@ -59,9 +57,9 @@ def test_pooling_over_crops_and_plain_means_over_classes():
     entries = {
         "crop1": {"mito": _entry(tp=3, fp=1, fn=0, hausdorff_norm_sum=3.5, n_hausdorff=4), "er": _entry(tp=2, fp=1, fn=1),
                   "ld": _entry(tp=0, fp=0, fn=0, hausdorff_norm_sum=0.0, n_hausdorff=0)},
-        "crop2": {"mito": missing_entry_head("mito", True, VS, (2, 2, 2), 2), "er": _entry(tp=0, fp=0, fn=0)},
+        "crop2": {"mito": head.missing_counts(True, VS, (2, 2, 2), 2), "er": _entry(tp=0, fp=0, fn=0)},
     }
-    everything = combine_pooled(entries, inst, include_missing=True)
+    everything = head.combine(entries, inst, include_missing=True)
     mito = everything["label_scores"]["mito"]
     assert (mito["tp"], mito["fp"], mito["fn"]) == (3, 1, 2)
     assert mito["f1"] == 6 / 9 and mito["normalized_hausdorff_distance"] == 3.5 / 6
@@ -71,14 +69,14 @@ def test_pooling_over_crops_and_plain_means_over_classes():
     assert everything["label_scores"]["er"]["iou"] == 2 / 4
     assert everything["overall_instance_score"] == pytest.approx((mito["combined_score"] + 1.0) / 2, rel=1e-15)
     assert everything["overall_score"] == pytest.approx((everything["overall_instance_score"] * 0.5) ** 0.5, rel=1e-15)
-    submitted = combine_pooled(entries, inst, include_missing=False)
+    submitted = head.combine(entries, inst, include_missing=False)
     assert submitted["label_scores"]["mito"]["f1"] == 6 / 7
-    public = public_results(everything, {"label_scores": {"er": {}}})
+    public = head.public_results(everything, {"label_scores": {"er": {}}})
     assert public["label_scores"] == {"er": {"iou": 0.5}} and public["overall_score"] == everything["overall_score"]
 
 
 def test_missing_semantic_label_counts_every_voxel():
-    entry = missing_entry_head("ecs", False, VS, (3, 4, 5), 0)
+    entry = head.missing_counts(False, VS, (3, 4, 5), 0)
     assert (entry["tp"], entry["fp"], entry["fn"], entry["is_missing"]) == (0, 0, 60, True)
 
 
@@ -86,9 +84,9 @@ def test_count_instances_reads_in_slabs(tmp_path, monkeypatch):
     truth = np.zeros((9, 5, 5), np.uint32)
     truth[0, 0, 0], truth[4, 1, 1], truth[8, 4, 4], truth[8, 0, 0] = 7, 900, 7, 3
     zarr.create_array(str(tmp_path / "t"), data=truth, chunks=(2, 5, 5), zarr_format=2)
-    monkeypatch.setattr(cellmap, "_SLAB_VOXELS", 50)  # two z-slices a slab
-    cellmap._count_instances_cached.cache_clear()
-    assert cellmap.count_instances(tmp_path / "t") == 3
+    monkeypatch.setattr(inputs, "SLAB_VOXELS", 50)  # two z-slices a slab
+    inputs._count_instances_cached.cache_clear()
+    assert inputs.count_instances(tmp_path / "t") == 3
 
 
 # --------------------------------------------------------------------------------------------

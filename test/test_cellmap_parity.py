@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import FIXTURES, differences, run_cli, validate_metrics
+from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 VERSIONS = ("v2", "head")
 EXPECTED = {v: json.loads((FIXTURES / "cellmap" / f"expected-{v}.json").read_text())["cases"] for v in VERSIONS}

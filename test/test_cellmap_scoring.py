@@ -5,13 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from evaluation.suites.cellmap import (
-    Limits, combine, match_crops, max_distance, missing_entry, normalize_distances, read_manifest,
-    score_instance, score_semantic,
-)
 from evaluation.errors import SubmissionError
+from evaluation.suites.cellmap.inputs import match_crops, read_manifest
+from evaluation.suites.cellmap.instances import max_distance, normalize_distances
+from evaluation.suites.cellmap.options import Limits
+from evaluation.suites.cellmap.v2 import combine, missing_entry, score_instance, score_semantic
 
 VS = (8.0, 8.0, 8.0)
+LIMITS = Limits.reference()
 
 
 def _three_blobs():
@@ -31,7 +32,7 @@ def test_cap_and_normalisation_examples_from_the_spec():
 
 def test_perfect_instance_prediction_scores_one():
     truth = _three_blobs()
-    scores = score_instance(truth.copy(), truth, VS, Limits())
+    scores = score_instance(truth.copy(), truth, VS, LIMITS)
     assert scores["mean_accuracy"] == 1.0 and scores["hausdorff_distance"] == 0.0
     assert scores["combined_score"] == 1.0 and scores["iou"] == 1.0
 
@@ -40,12 +41,12 @@ def test_instance_scores_do_not_depend_on_prediction_ids():
     truth = _three_blobs()
     pred = np.roll(truth, 1, axis=2)
     permuted = np.choose(pred, [0, 70, 5, 900]).astype(np.uint64)
-    assert score_instance(pred, truth, VS, Limits()) == score_instance(permuted, truth, VS, Limits())
+    assert score_instance(pred, truth, VS, LIMITS) == score_instance(permuted, truth, VS, LIMITS)
 
 
 def test_empty_prediction_gets_the_cap_once():
     truth = _three_blobs()
-    scores = score_instance(np.zeros_like(truth), truth, VS, Limits())
+    scores = score_instance(np.zeros_like(truth), truth, VS, LIMITS)
     assert scores["hausdorff_distance"] == 128.0
     assert scores["normalized_hausdorff_distance"] == pytest.approx(0.9121806575139008, rel=1e-15)
     assert scores["mean_accuracy"] == pytest.approx(1 - np.count_nonzero(truth) / truth.size)
@@ -56,7 +57,7 @@ def test_too_many_instances_is_pathological():
     truth[:4, :4, :4] = 1
     noise = np.zeros_like(truth)
     noise[::2, ::2, ::2] = 1  # 4096 isolated voxels: 4096 components against 1 GT
-    scores = score_instance(noise, truth, VS, Limits())
+    scores = score_instance(noise, truth, VS, LIMITS)
     assert scores["status"] == "skipped_too_many_instances"
     assert scores["combined_score"] == 0 and scores["hausdorff_distance"] == 128.0
 
@@ -80,10 +81,10 @@ def test_semantic_scores_by_hand_and_both_empty():
 
 
 def test_aggregation_is_voxel_weighted():
-    """SPEC 8.1 example, case d / ld: (1.0 * 32768 + 0 * 38400) / 71168."""
+    """aggregation.py combine_scores, case d / ld: (1.0 * 32768 + 0 * 38400) / 71168."""
     found = {"combined_score": 1.0, "mean_accuracy": 1.0, "hausdorff_distance": 0.0, "normalized_hausdorff_distance": 1.0,
              "num_voxels": 32768, "voxel_size": list(VS), "is_missing": False}
-    entries = {"crop104": {"ld": found}, "crop105": {"ld": missing_entry("ld", True, VS, (24, 40, 40))}}
+    entries = {"crop104": {"ld": found}, "crop105": {"ld": missing_entry(None, True, VS, (24, 40, 40))}}
     everything = combine(entries, ("ld",), include_missing=True)
     assert everything["label_scores"]["ld"]["combined_score"] == pytest.approx(0.460431654676259, rel=1e-12)
     assert everything["overall_semantic_score"] == 0 and everything["overall_score"] == 0.0

@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import ROOT, differences, run_cli, validate_metrics
+from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
 
 def _assert_rejected(run, phase, *words):
@@ -102,7 +102,7 @@ def test_phase_options_change_the_scoring(cellmap_phase, tmp_path):
 
 
 def test_bundled_example_grades_as_the_readme_says(tmp_path):
-    run = run_cli(ROOT / "test" / "example-submission", ROOT / "ground-truth", tmp_path / "out")
+    run = run_cli(ROOT / "examples" / "cellmap" / "submission", ROOT / "ground-truth", tmp_path / "out")
     assert run.code == 0, run.stderr
     metrics = run.metrics
     validate_metrics(metrics)
@@ -132,7 +132,7 @@ def test_output_folder_holds_only_what_we_write(cellmap_phase, tmp_path):
 def test_container_expectations_are_what_the_grader_writes(tmp_path):
     """test.sh compares the image's outputs with committed files; they must be exactly what the
     command line writes for the same inputs (and the baked example is conformance case b)."""
-    baked = run_cli(ROOT / "test" / "example-submission", ROOT / "ground-truth", tmp_path / "out")
+    baked = run_cli(ROOT / "examples" / "cellmap" / "submission", ROOT / "ground-truth", tmp_path / "out")
     assert baked.code == 0
     expected = json.loads((ROOT / "container" / "scenarios" / "baked" / "expected" / "metrics.json").read_text())
     assert differences(baked.metrics, expected) == []

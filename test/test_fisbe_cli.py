@@ -9,7 +9,7 @@ import pytest
 import tifffile
 import zarr
 
-from conftest import differences, run_cli, validate_metrics
+from helpers.grading import differences, run_cli, validate_metrics
 from test_fisbe_parity import CASES, COUNTS, make_phase
 
 KEY = "volumes/labels"

@@ -1,21 +1,32 @@
 """FISBe primitives against independently known values: scikit-image's full-array thinning,
-a dense full-volume evaluation written from the spec (``fisbe_dense``), hand-computed
+a dense full-volume evaluation written independently (``helpers/fisbe_dense.py``), hand-computed
 examples, and the reference's documented tie and crash rules."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-import fisbe_dense
-import fisbe_synthetic as syn
-from evaluation.metrics import fisbe_image, lee_thinning
-from evaluation.metrics.centerline import LazyHeap, cldice, greedy_match, many_to_many, split_merge_counts
-from evaluation.metrics.fisbe_image import Channel, unify
+from evaluation.metrics import lee_thinning
+from evaluation.metrics.centerline import cldice, greedy_match
 from evaluation.metrics.skeleton import skeleton_voxels, skeletonize_full
 from evaluation.metrics.sparse_labels import SparseLabels
+from evaluation.readers.label_stacks import Channel, nonzero
 from evaluation.report import sanitize as to_json
-from evaluation.suites.fisbe import crops, natural_key, nonzero, pool, read_split_file
+from evaluation.suites.fisbe import image as fisbe_image
+from evaluation.suites.fisbe.aggregate import combine_sets, pool
+from evaluation.suites.fisbe.image import unify
+from evaluation.suites.fisbe.inputs import crops, natural_key
+from evaluation.suites.fisbe.many_to_many import LazyHeap, many_to_many, split_merge_counts
+from evaluation.suites.fisbe.options import read_split_file
+from helpers import fisbe_dense
+from helpers import fisbe_synthetic as syn
 
 
 def random_masks(seed: int, count: int):
@@ -38,6 +49,48 @@ def test_voxel_list_thinning_equals_scikit_image():
     for mask in random_masks(0, 400):
         box = np.pad(mask, 1)
         assert np.array_equal(lee_thinning.thin_box(box), np.flatnonzero(skeletonize(box)))
+
+
+_READ_ONLY_PROBE = r"""
+import importlib.util, json, os, sys, tempfile
+install = sys.argv[1]
+real_access = os.access
+def access(path, mode, *args, **kwargs):  # the install is read-only (chmod proves nothing to root)
+    if os.path.abspath(path).startswith(install) and mode & os.W_OK:
+        return False
+    return real_access(path, mode, *args, **kwargs)
+os.access = access
+env, tmp = dict(os.environ), sorted(os.listdir(tempfile.gettempdir()))
+spec = importlib.util.spec_from_file_location("lee_thinning", os.path.join(install, "lee_thinning.py"))
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+unchanged = dict(os.environ) == env and sorted(os.listdir(tempfile.gettempdir())) == tmp and "numba" not in sys.modules
+module.warm_up()
+print(json.dumps({"unchanged": unchanged, "compiled": module.available(), "cache": os.environ.get("NUMBA_CACHE_DIR")}))
+"""
+
+
+@pytest.mark.skipif(not lee_thinning.available(), reason="numba missing")
+def test_importing_lee_thinning_from_a_read_only_install_has_no_side_effect(tmp_path):
+    """The module copied into a folder it may not write to (as in the container), holding a
+    cache file from the image's build: importing it changes neither the environment nor the
+    temporary folder and does not import numba; the first compile then moves numba's cache to
+    the temporary folder, seeded with the install's cache files."""
+    install = tmp_path / "install"
+    (install / "__pycache__").mkdir(parents=True)
+    shutil.copy(lee_thinning.__file__, install / "lee_thinning.py")
+    (install / "__pycache__" / "lee_thinning._thin-1.py311.nbi").write_bytes(b"built with the image")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    done = subprocess.run([sys.executable, "-B", "-c", _READ_ONLY_PROBE, str(install)], capture_output=True, text=True,
+                          env={**env, "TMPDIR": str(scratch)}, cwd=tmp_path, check=True)
+    result = json.loads(done.stdout)
+    assert result == {"unchanged": True, "compiled": True, "cache": str(scratch / "evaluation-numba-cache")}
+    (seeded,) = (scratch / "evaluation-numba-cache").iterdir()
+    cached = sorted(p.name for p in seeded.iterdir())
+    assert "lee_thinning._thin-1.py311.nbi" in cached  # copied from the install
+    assert any(name.startswith("lee_thinning._thin-") and name.endswith(".nbc") for name in cached)  # compiled there
 
 
 def test_box_skeleton_equals_full_volume_skeleton():
@@ -227,8 +280,6 @@ def test_no_truth_instances_gives_natural_values():
 
 
 def test_combining_sets_without_truth_or_matches_gives_zeros():
-    from evaluation.suites.fisbe import combine_sets
-
     def empty_set():
         confusion = {fisbe_image.table_name(t): {"fscore": 0.0, "AP_TP": 0, "AP_FP": 0, "AP_FN": 0} for t in fisbe_image.POOLED_THRESHOLDS}
         general = {"Num GT": np.int64(0), "Num Pred": np.int64(2), "avg_gt_skel_coverage": 0.0, "avFscore": 0.0,

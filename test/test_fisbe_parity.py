@@ -3,7 +3,7 @@
 
 Counts must be equal, floats within 1e-9 relative, and every value the reference computes in
 float32 must be the same float32. Where the reference crashes (``f_empty_pred``) the natural
-values of SPEC section 10 are required instead."""
+values are required instead (docs/suites/fisbe.md, "Where the reference crashes")."""
 
 import csv
 import io
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, differences, run_cli, validate_metrics
+from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 KIT = FIXTURES / "fisbe"
 EXPECTED = json.loads((KIT / "expected.json").read_text())
@@ -113,8 +113,8 @@ def test_summary_csv_matches_reference_text(case, scored):
 
 
 def test_empty_prediction_with_overlapping_truth_gives_natural_values(scored):
-    """The reference crashes here (max of an empty matrix in the overlap subset); SPEC 10
-    lists the natural values, which are required."""
+    """The reference crashes here (``compute.get_gt_coverage_overlap`` takes the max of an
+    empty matrix); the natural values are required: no match, zeros."""
     run, metrics = scored["f_empty_pred"]
     assert run.code == 0, run.stderr[-2000:]
     general = metrics["case"]["s0"]["general"]

@@ -35,11 +35,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import hdf5, images, tiff
 from evaluation.readers.slabs import open_slabs
+from evaluation.readers.label_stacks import open_labels
 from evaluation.readers.tomo_volumes import open_binary
-from evaluation.suites import fisbe
+from evaluation.suites.fisbe.inputs import Sample, prediction_voxel_limit
+from evaluation.suites.fisbe.scoring import load_sample
 from helpers.opens import Opens
 
 LABELS = (np.arange(4 * 6 * 8, dtype=np.uint16).reshape(4, 6, 8) % 5)
+FISBE_PREDICTION_KEYS = ("volumes/labels", "volumes/gmm_label_cleaned")  # the fisbe phase's default prediction_key
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,8 +159,8 @@ ENTRY_POINTS = {
     "open_slabs(key)": lambda p: open_slabs(p, key="volumes/labels", display="pred.h5"),
     "open_slabs(only dataset)": lambda p: open_slabs(p, display="pred.h5"),
     "tomo open_binary (vol, then only dataset)": lambda p: open_binary(p, LABELS.shape, "pred.h5"),
-    "fisbe open_labels (keys, then only dataset)": lambda p: fisbe.open_labels(
-        p, fisbe.DEFAULT_PREDICTION_KEYS, "pred.h5").__enter__(),
+    "sparse open_labels (keys, then only dataset)": lambda p: open_labels(
+        p, FISBE_PREDICTION_KEYS, "pred.h5").__enter__(),
     "hdf5.probe(keys)": lambda p: hdf5.probe(p, display="pred.h5", keys=("volumes/labels", "vol")),
 }
 
@@ -184,7 +187,7 @@ def test_trusted_files_with_links_are_phase_errors(truth, tmp_path):
         with pytest.raises(PhaseError, match="external link"):
             open_slabs(path, key="volumes/labels", display="a label volume", trusted=True)
         with pytest.raises(PhaseError, match="external link"):
-            with fisbe.open_labels(path, ("volumes/labels",), "ground truth", trusted=True):
+            with open_labels(path, ("volumes/labels",), "ground truth", trusted=True):
                 pass
         assert watch.names() == set()
 
@@ -263,7 +266,7 @@ def test_multi_file_tiff_flavours_never_open_other_files(tmp_path):
         assert images.read(folder / "s.ome.tif").array.shape == (3, 4)
         with open_slabs(folder / "s.ome.tif") as slabs:
             slabs.read(0, 1)
-        with fisbe.open_labels(folder / "s.ome.tif", (), "s.ome.tif") as labels:
+        with open_labels(folder / "s.ome.tif", (), "s.ome.tif") as labels:
             labels.read((slice(0, 3), slice(0, 4)))
         assert watch.names() == {"s.ome.tif"}
 
@@ -466,10 +469,10 @@ def test_bombs_are_refused_or_read_within_bounds(bombs, name, expected, words):
 def test_fisbe_refuses_a_million_channels_from_metadata(tmp_path):
     with h5py.File(tmp_path / "s.h5", "w") as f:
         f.create_dataset("volumes/labels", shape=(10**6, 8, 16, 16), dtype="u2", chunks=(1, 8, 16, 16), compression="gzip")
-    limit = fisbe.prediction_voxel_limit((8, 16, 16))
+    limit = prediction_voxel_limit((8, 16, 16))
     started = time.monotonic()
     with pytest.raises(SubmissionError, match="more voxels than"):
-        with fisbe.open_labels(tmp_path / "s.h5", fisbe.DEFAULT_PREDICTION_KEYS, "s.h5", max_voxels=limit):
+        with open_labels(tmp_path / "s.h5", FISBE_PREDICTION_KEYS, "s.h5", max_voxels=limit):
             pass
     assert time.monotonic() - started < 5
     assert limit == 8 * 4096 * 8 * 16 * 16
@@ -480,17 +483,17 @@ def test_fisbe_scoring_passes_the_limit_to_its_prediction_reader(tmp_path):
         f["volumes/gt_instances"] = np.zeros((1, 8, 16, 16), np.uint16)
     with h5py.File(tmp_path / "s.h5", "w") as f:
         f.create_dataset("volumes/labels", shape=(10**6, 8, 16, 16), dtype="u2", chunks=(1, 8, 16, 16), compression="gzip")
-    payload = {"sample": "s", "truth": str(tmp_path / "truth.h5"), "prediction": str(tmp_path / "s.h5"), "display": "s.h5",
-               "truth_key": ["volumes/gt_instances"], "prediction_key": list(fisbe.DEFAULT_PREDICTION_KEYS),
-               "remove_small_components": 800}
+    sample = Sample(sample="s", truth=str(tmp_path / "truth.h5"), prediction=str(tmp_path / "s.h5"), display="s.h5",
+                    truth_key=("volumes/gt_instances",), prediction_key=FISBE_PREDICTION_KEYS, partly=False,
+                    remove_small_components=800)
     with pytest.raises(SubmissionError, match=r"^s.h5: 'volumes/labels' has shape \(1000000, 8, 16, 16\), more voxels than"):
-        fisbe.load_sample(payload)
+        load_sample(sample)
 
 
 def test_fisbe_tiff_predictions_have_a_size_guard(tmp_path):
     (tmp_path / "s.tif").write_bytes(_tiff_bytes(20_000, 20_000, [b"\x00" * 100], rows=20_000))
     with pytest.raises(SubmissionError, match="more voxels than"):
-        with fisbe.open_labels(tmp_path / "s.tif", (), "s.tif", max_voxels=fisbe.prediction_voxel_limit((4, 5, 6))):
+        with open_labels(tmp_path / "s.tif", (), "s.tif", max_voxels=prediction_voxel_limit((4, 5, 6))):
             pass
 
 

@@ -16,7 +16,7 @@ line exactly as a platform runs it, capped as Grand-Challenge caps a process:
 Each kind's time and peak are collected in ``MEASURED`` and summarised at the end of the run
 (``conftest.pytest_terminal_summary``); with ``CORPUS_REPORT=FILE`` every kind's outcome and
 last line are also written there (``helpers/write_rejection_catalogue.py`` turns them into
-the participants' catalogue of ``docs``/README).
+the participants' catalogue in ``docs/participants.md``).
 """
 
 import json
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, validate_metrics
+from helpers.grading import ROOT, validate_metrics
 from helpers.hostile import CASE_FAILURE, KINDS, MARKER, MEMORY_LIMIT_MB, SCORED
 
 CAP_MB = MEMORY_LIMIT_MB
@@ -40,11 +40,11 @@ def test_the_corpus_is_large_enough():
     assert len({k.name for k in KINDS}) == len(KINDS) >= 100
 
 
-def test_the_readme_catalogue_lists_every_kind():
+def test_the_participants_catalogue_lists_every_kind():
     """The participants' catalogue is generated from this corpus
     (helpers/write_rejection_catalogue.py); a kind added or renamed without regenerating it
     fails here."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "participants.md").read_text()
     section = text.split("<!-- rejection-catalogue:start -->")[1].split("<!-- rejection-catalogue:end -->")[0]
     listed = [row.split(" | ")[0].removeprefix("| ") for row in section.strip().splitlines()[2:]]
     assert listed == [k.name for k in KINDS]

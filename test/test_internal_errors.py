@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from helpers.grading import ROOT
 from helpers.hostile import MARKER, cellmap_phase, cellmap_submission, tomo_phase, tomo_submission
 
 NEUTRAL = "Evaluation failed because of an internal error of the grader"

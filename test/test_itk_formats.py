@@ -484,12 +484,12 @@ def test_organizer_files_raise_phase_errors(tmp_path):
     path.write_text(META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n")
     with pytest.raises(PhaseError, match="ElementDataFile = LOCAL"):
         itk_formats.info(path, "truth.mha", error=PhaseError)
-    from evaluation.suites import annotators
+    from evaluation.suites.annotators.inputs import annotation_voxels
 
     with Opens(layout.labels) as opens:
-        assert annotators._voxels(str(path)) == path.stat().st_size * 4  # the estimate's fallback
+        assert annotation_voxels(str(path)) == path.stat().st_size * 4  # the estimate's fallback
         assert opens.names() == set()
-    assert annotators._voxels(str(layout.labels / "case_1.mha")) == TRUTH.size
+    assert annotation_voxels(str(layout.labels / "case_1.mha")) == TRUTH.size
 
 
 def test_symlinks_and_bad_names_are_refused(tmp_path):

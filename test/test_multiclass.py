@@ -11,11 +11,11 @@ import pytest
 import SimpleITK as sitk
 import tifffile
 
-from conftest import ROOT, run_cli, validate_metrics
+from helpers.grading import ROOT, run_cli, validate_metrics
 from evaluation.errors import PhaseError
-from evaluation.metrics.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
+from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
 from evaluation.metrics.confusion import ClassIndex, class_counts
-from evaluation.suites.multiclass import parse_classes, parse_members
+from evaluation.suites.multiclass.options import parse_classes, parse_members
 from test_multiclass_parity import EXPECTED, load_cases, make_phase, write_label_map, write_model
 
 EXAMPLE = ROOT / "examples" / "multiclass"
@@ -249,7 +249,7 @@ def test_default_baseline_is_the_first_model_and_best_model_is_ranked(tmp_path):
 ])
 def test_invalid_phase_options_are_refused(tmp_path, options):
     from evaluation import phase as phases
-    from evaluation.suites.multiclass import Options
+    from evaluation.suites.multiclass.options import Options
 
     (tmp_path / "phase.yaml").write_text(options)
     with pytest.raises(PhaseError):
@@ -272,7 +272,7 @@ def test_bundled_example_writes_the_report(tmp_path):
         for model, key in (("baseline", "pred_A"), ("candidate", "pred_B")):
             assert (sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "submission" / model / f"img{i}.nii.gz"))) == cases[key][i]).all()
     page = (output / "report.html").read_text()
-    assert page.startswith("<!doctype html>") and "+0.1415" in page and "&#x27;baseline&#x27;" in page
+    assert page.lower().startswith("<!doctype html>") and "+0.1415" in page and "&#x27;baseline&#x27;" in page
     shown = (EXAMPLE / "report.txt").read_text()
     assert report == shown, "examples/multiclass/report.txt is out of date"
     delta = run.metrics["aggregates"]["comparison"]["deltas"]["candidate"]["delta_mean_dice_fg_nanmean"]
@@ -330,7 +330,7 @@ def test_unknown_prediction_labels_fail_the_case_unless_ignored(tmp_path):
     """-1 and 2**63 are no class of the phase: reported by default, nnU-Net's 'no class' on request."""
     from evaluation.errors import SubmissionError
     from evaluation.metrics.confusion import ClassIndex
-    from evaluation.suites.multiclass import refuse_unknown_labels
+    from evaluation.suites.multiclass.scoring import refuse_unknown_labels
 
     index = ClassIndex([0, 1, 2])
     refuse_unknown_labels(np.array([0, 1, 2, 2]), index, "case.nii.gz")

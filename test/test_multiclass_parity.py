@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from conftest import FIXTURES, differences, run_cli, validate_metrics
+from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 EXPECTED = json.loads((FIXTURES / "multiclass" / "expected.json").read_text())
 CLASSES = [str(c) for c in EXPECTED["classes"]]

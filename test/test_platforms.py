@@ -139,7 +139,7 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
 
     import yaml
 
-    from conftest import ROOT, validate_metrics
+    from helpers.grading import ROOT, validate_metrics
 
     phase, submission = cellmap_phase("b_split_merge_jitter")
     app = tmp_path / "app"
@@ -192,7 +192,7 @@ def test_grand_challenge_scenarios_match_their_expected_files(tmp_path, scenario
     """The scenarios test.sh runs in the container, on the host, with /input a symlink: jobs
     listed in reverse case order with UUID-named outputs, or the same predictions uploaded as
     files; geometry carried by the .mha files."""
-    from conftest import differences, run_cli, validate_metrics
+    from helpers.grading import differences, run_cli, validate_metrics
 
     source = GRAND_CHALLENGE / "input" if scenario.endswith("jobs") else _flattened_upload(tmp_path)
     run = run_cli(_linked_input(tmp_path, source), GRAND_CHALLENGE / "ground-truth", tmp_path / "out")
@@ -205,7 +205,7 @@ def test_grand_challenge_scenarios_match_their_expected_files(tmp_path, scenario
 def test_grand_challenge_geometry_mismatch_is_a_submission_error(tmp_path):
     import shutil
 
-    from conftest import run_cli
+    from helpers.grading import run_cli
 
     shutil.copytree(GRAND_CHALLENGE / "input", tmp_path / "input")
     output = next((tmp_path / "input").rglob("*.mha"))

@@ -10,7 +10,8 @@ from evaluation.metrics.hausdorff import capped_hausdorff, capped_hausdorff_padd
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
-from evaluation.suites.cellmap import Limits, score_instance
+from evaluation.suites.cellmap.options import Limits
+from evaluation.suites.cellmap.v2 import score_instance
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 labels_1d = arrays(np.uint16, st.integers(1, 60), elements=st.integers(0, 6))
@@ -93,8 +94,8 @@ def test_instance_scores_do_not_depend_on_prediction_numbering(pred, data):
     truth[1:4, 1:4, 1:4], truth[5:8, 4:8, 0:3] = 1, 2
     permutation = np.array(data.draw(st.permutations(range(1, 5))), dtype=np.uint32) * 7
     renamed = np.concatenate([[0], permutation])[pred]
-    assert score_instance(pred, truth, (8, 8, 8), Limits()) == score_instance(renamed, truth, (8, 8, 8), Limits())
-    perfect = score_instance(truth.copy(), truth, (8, 8, 8), Limits())
+    assert score_instance(pred, truth, (8, 8, 8), Limits.reference()) == score_instance(renamed, truth, (8, 8, 8), Limits.reference())
+    perfect = score_instance(truth.copy(), truth, (8, 8, 8), Limits.reference())
     assert perfect["combined_score"] == 1.0 and perfect["mean_accuracy"] == 1.0
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import ROOT
+from helpers.grading import ROOT
 from evaluation.metrics import bootstrap
 from evaluation.organizer import ranking
 from evaluation.errors import GraderError

@@ -65,7 +65,7 @@ def test_cases_can_be_withheld(cellmap_phase, tmp_path):
     files beside metrics.json."""
     import json
 
-    from conftest import run_cli, validate_metrics
+    from helpers.grading import run_cli, validate_metrics
 
     phase, submission = cellmap_phase("b_split_merge_jitter")
     (phase / "phase.yaml").write_text((phase / "phase.yaml").read_text() + "publish_cases: false\n")

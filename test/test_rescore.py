@@ -2,6 +2,7 @@
 mid-run changes nothing, a killed run resumes without recomputing finished units."""
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -16,9 +17,12 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import FIXTURES, ROOT, run_cli
+from helpers.grading import FIXTURES, ROOT, run_cli
 from evaluation.organizer import rescore
 from evaluation.contract import Outcome
+from evaluation.suites.cellmap.alignment import Grid
+from evaluation.suites.cellmap.inputs import Pair
+from evaluation.suites.cellmap.options import Limits
 
 CASE = FIXTURES / "cellmap" / "cases" / "b_split_merge_jitter"
 PLANNABLE = ("broken_label", "jitter", "missing_crop", "perfect", "zipped")
@@ -170,15 +174,16 @@ def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
 
 def test_only_deterministic_outcomes_are_stored(tmp_path, cellmap_phase):
     phase, submission = cellmap_phase("b_split_merge_jitter")
-    good = {"crop": "crop102", "label": "mito_mem", "display": "x", "truth": str(phase / "truth.zarr" / "crop102" / "mito_mem"),
-            "pred": str(submission / "submission.zarr" / "crop102" / "mito_mem"), "mask": None, "instance": False,
-            "grid": {"voxel_size": [8.0] * 3, "shape": [64] * 3, "translation": [0.0] * 3}, "limits": {}}
+    good = Pair(crop="crop102", label="mito_mem", display="x", truth=phase / "truth.zarr" / "crop102" / "mito_mem",
+                pred=submission / "submission.zarr" / "crop102" / "mito_mem", mask=None, instance=False,
+                grid=Grid((8.0,) * 3, (64,) * 3, (0.0,) * 3), version="v2", limits=Limits.reference(),
+                pathological_crops="ignore")
     record = rescore.score_unit("cellmap", "crop102/mito_mem", good, str(tmp_path / "ok.json"))
     assert record["value"]["status"] == "scored" and (tmp_path / "ok.json").is_file()
-    missing_pred = {**good, "pred": str(tmp_path / "nothing")}
+    missing_pred = dataclasses.replace(good, pred=tmp_path / "nothing")
     record = rescore.score_unit("cellmap", "k", missing_pred, str(tmp_path / "bad.json"))
     assert record["kind"] == "submission" and (tmp_path / "bad.json").is_file()
-    broken_phase = {**good, "truth": str(tmp_path / "nothing")}
+    broken_phase = dataclasses.replace(good, truth=tmp_path / "nothing")
     record = rescore.score_unit("cellmap", "k", broken_phase, str(tmp_path / "internal.json"))
     assert record["kind"] == "internal" and not (tmp_path / "internal.json").exists()
 

@@ -10,12 +10,14 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli, validate_metrics
-from tomo_helpers import EXPECTED, PHANTOMS, TOMO, case, foam_phase, geometry, write_spheres, write_volume
-from evaluation.metrics import bitpack
-from evaluation.metrics.foam_phantom import Grid, Rasterizer, Spheres, axis_centres, expanded, material_volume, void_labels
-from evaluation.metrics.foam_scores import FoamCounts, foam_boundary, foam_scores, harmonic_mean, slab_counts
-from evaluation.suites.tomo_foam import count_phantom, expansion_time
+from helpers.grading import ROOT, run_cli, validate_metrics
+from helpers.tomo import EXPECTED, PHANTOMS, TOMO, case, foam_phase, geometry, write_spheres, write_volume
+from evaluation.metrics.means import harmonic_mean
+from evaluation.readers import bitpack
+from evaluation.suites.tomo_foam.phantom import Grid, Rasterizer, Spheres, axis_centres, expanded, material_volume, void_labels
+from evaluation.suites.tomo_foam.scores import FoamCounts, foam_boundary, foam_scores, slab_counts
+from evaluation.suites.tomo_foam.scoring import count_phantom
+from evaluation.suites.tomo_foam.truth import Expansion
 
 
 # --------------------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ def test_expanding_phantom_scales_radii_and_voxel_size():
     spheres = Spheres.from_records(records.ravel())
     sizes = np.linspace(0.25, 1.0, 8).astype(np.float32)
     grid = Grid(nx=16, ny=16, nz=8, voxel_size=0.15, cx=0.3, cy=0.3)
-    time = expansion_time({"projection": 2688, "projections": 3072})
+    time = Expansion(projection=2688, projections=3072).time
     assert time == 2688 / 3071
     grown, zoomed = expanded(spheres, sizes, time, grid)
     size = np.interp(time, np.linspace(0, 1, 8), sizes.astype(np.float64))
@@ -203,7 +205,7 @@ def test_harmonic_mean_special_values():
 
 @pytest.mark.parametrize("name", ["foamA", "foamC_nosmall"])
 def test_slab_size_does_not_change_counts(name, monkeypatch):
-    from evaluation.suites import tomo_foam
+    from evaluation.suites.tomo_foam import scoring
 
     data = case(name)
     shape = data["gt"].shape
@@ -217,7 +219,7 @@ def test_slab_size_does_not_change_counts(name, monkeypatch):
             return data["sub__noisy_p20"][z0:z1]
 
     whole = count_phantom(Truth(), Pred(), shape, threads=1)
-    monkeypatch.setattr(tomo_foam, "SLAB_VOXELS", 2 * shape[1] * shape[2])  # slabs of 2 slices
+    monkeypatch.setattr(scoring, "SLAB_VOXELS", 2 * shape[1] * shape[2])  # slabs of 2 slices
     sliced = count_phantom(Truth(), Pred(), shape, threads=2)
     assert np.array_equal(whole.n, sliced.n)
     expected = EXPECTED["phantoms"][name]["submissions"]["noisy_p20"]["spec_counts"]

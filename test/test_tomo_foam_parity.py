@@ -9,8 +9,8 @@ a phase that rasterises the void lists, or one that reads precomputed label volu
 
 import pytest
 
-from conftest import differences, run_cli, validate_metrics
-from tomo_helpers import EXPECTED, PHANTOMS, SUBMISSIONS, case, foam_phase, write_volume
+from helpers.grading import differences, run_cli, validate_metrics
+from helpers.tomo import EXPECTED, PHANTOMS, SUBMISSIONS, case, foam_phase, write_volume
 
 SCORES = EXPECTED["metric_order"]
 COUNTS = tuple(EXPECTED["phantoms"]["foamA"]["submissions"]["perfect"]["spec_counts"])

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from conftest import run_cli, validate_metrics
-from tomo_helpers import write_volume
-from evaluation.metrics.region_dice import RegionCounts, dice, membership_lut, patterns_from_masks, region_counts, slab_histogram
+from helpers.grading import run_cli, validate_metrics
+from helpers.tomo import write_volume
+from evaluation.suites.tomo_fuelcell.regions import RegionCounts, dice, membership_lut, patterns_from_masks, region_counts, slab_histogram
 
 TOTAL, START, STOP = 10, 2, 8
 PLANE = (4, 8)

@@ -20,42 +20,24 @@ tests are written from their geometric definitions:
   unit cubes unchanged, i.e. 1 - (faces not shared) + (edges not shared) - (corners not
   shared) == 0.
 
-Compiled with numba when available; :func:`available` says whether it is.
+Compiled with numba when available (:func:`available`). The kernels below are plain Python
+until the first thinning (or :func:`warm_up`) compiles them: numba picks the folder of its
+cache when a function is compiled, and in a read-only install that folder has to be set up
+first (:func:`_cache_folder`), which changes the environment and the temporary folder. Doing
+it then, not at import, keeps importing this module free of side effects.
 """
 
+import functools
 import hashlib
+import importlib.util
 import os
 import shutil
 import tempfile
 
 import numpy as np
 
-
-def _cache_folder() -> None:
-    """numba caches compiled code beside this file, but only uses a cache folder it can write
-    to. In a read-only install (the container) the cache goes to the temporary folder, seeded
-    with the install's own cache files, compiled when the image was built; numba looks for
-    them in ``<NUMBA_CACHE_DIR>/<folder name>_<sha1 of the folder path>``. If that layout ever
-    changes, the kernels are simply compiled again (about 1.5 s)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    cache = os.path.join(here, "__pycache__")
-    if "NUMBA_CACHE_DIR" in os.environ or os.access(cache if os.path.isdir(cache) else here, os.W_OK):
-        return
-    root = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
-    os.environ["NUMBA_CACHE_DIR"] = root
-    seeded = os.path.join(root, f"{os.path.basename(here)}_{hashlib.sha1(here.encode()).hexdigest()}")
-    if os.path.isdir(cache) and not os.path.isdir(seeded):
-        try:
-            shutil.copytree(cache, seeded, ignore=lambda _, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
-        except OSError:
-            pass
-
-
-_cache_folder()
-try:  # numba is a dependency; the box-wise scikit-image path remains as a fallback
-    import numba
-except ImportError:  # pragma: no cover - exercised only without numba
-    numba = None
+_KERNELS = ("_gather", "_is_simple", "_is_euler_invariant", "_thin")  # compiled in this order
+_compiled = False
 _broken = False
 
 BORDERS = ((0, -1, 0), (0, 1, 0), (0, 0, 1), (0, 0, -1), (1, 0, 0), (-1, 0, 0))  # W, E, S, N, U, B as (dz, dy, dx)
@@ -91,110 +73,162 @@ def _tables():
 OFFSETS, ADJACENCY, FACES, EDGES, CORNERS = _tables()
 
 
-if numba is not None:
-    @numba.njit(cache=True)
-    def _gather(img, v, steps, out):
-        for k in range(27):
-            out[k] = img[v + steps[k]]
+# --------------------------------------------------------------------------------------------
+# Kernels: plain Python here, replaced by their numba-compiled versions by _compile()
 
-    @numba.njit(cache=True)
-    def _is_simple(nb, adjacency, label, stack):
-        components = 0
-        for k in range(27):
-            label[k] = 0
-        for start in range(27):
-            if start == 13 or nb[start] == 0 or label[start] != 0:
-                continue
-            components += 1
-            if components > 1:
-                return False
-            label[start] = components
-            top = 0
-            stack[top] = start
-            top += 1
-            while top > 0:
-                top -= 1
-                i = stack[top]
-                for j in range(26):
-                    n = adjacency[i, j]
-                    if n < 0:
-                        break
-                    if nb[n] != 0 and label[n] == 0:
-                        label[n] = components
-                        stack[top] = n
-                        top += 1
-        return True
 
-    @numba.njit(cache=True)
-    def _is_euler_invariant(nb, faces, edges, corners):
-        change = 1
-        for f in range(6):
-            if nb[faces[f]] == 0:
-                change -= 1
-        for e in range(12):
-            if nb[edges[e, 0]] == 0 and nb[edges[e, 1]] == 0 and nb[edges[e, 2]] == 0:
-                change += 1
-        for c in range(8):
-            alone = True
-            for j in range(7):
-                if nb[corners[c, j]] != 0:
-                    alone = False
+def _gather(img, v, steps, out):
+    for k in range(27):
+        out[k] = img[v + steps[k]]
+
+
+def _is_simple(nb, adjacency, label, stack):
+    components = 0
+    for k in range(27):
+        label[k] = 0
+    for start in range(27):
+        if start == 13 or nb[start] == 0 or label[start] != 0:
+            continue
+        components += 1
+        if components > 1:
+            return False
+        label[start] = components
+        top = 0
+        stack[top] = start
+        top += 1
+        while top > 0:
+            top -= 1
+            i = stack[top]
+            for j in range(26):
+                n = adjacency[i, j]
+                if n < 0:
                     break
-            if alone:
-                change -= 1
-        return change == 0
+                if nb[n] != 0 and label[n] == 0:
+                    label[n] = components
+                    stack[top] = n
+                    top += 1
+    return True
 
-    @numba.njit(cache=True)
-    def _thin(img, voxels, steps, borders, adjacency, faces, edges, corners):
-        alive = voxels.copy()
-        count = alive.size
-        candidates = np.empty(count, np.int64)
-        nb = np.zeros(27, np.uint8)
-        label = np.zeros(27, np.int64)
-        stack = np.zeros(32, np.int64)
+
+def _is_euler_invariant(nb, faces, edges, corners):
+    change = 1
+    for f in range(6):
+        if nb[faces[f]] == 0:
+            change -= 1
+    for e in range(12):
+        if nb[edges[e, 0]] == 0 and nb[edges[e, 1]] == 0 and nb[edges[e, 2]] == 0:
+            change += 1
+    for c in range(8):
+        alone = True
+        for j in range(7):
+            if nb[corners[c, j]] != 0:
+                alone = False
+                break
+        if alone:
+            change -= 1
+    return change == 0
+
+
+def _thin(img, voxels, steps, borders, adjacency, faces, edges, corners):
+    alive = voxels.copy()
+    count = alive.size
+    candidates = np.empty(count, np.int64)
+    nb = np.zeros(27, np.uint8)
+    label = np.zeros(27, np.int64)
+    stack = np.zeros(32, np.int64)
+    unchanged = 0
+    while unchanged < 6:
         unchanged = 0
-        while unchanged < 6:
-            unchanged = 0
-            for b in range(6):
-                step = borders[b]
-                found = 0
+        for b in range(6):
+            step = borders[b]
+            found = 0
+            for i in range(count):
+                v = alive[i]
+                if img[v + step] != 0:
+                    continue
+                _gather(img, v, steps, nb)
+                total = 0
+                for k in range(27):
+                    total += nb[k]
+                if total == 2:  # end point
+                    continue
+                if not _is_euler_invariant(nb, faces, edges, corners):
+                    continue
+                if not _is_simple(nb, adjacency, label, stack):
+                    continue
+                candidates[found] = v
+                found += 1
+            changed = False
+            for i in range(found):
+                v = candidates[i]
+                _gather(img, v, steps, nb)
+                if _is_simple(nb, adjacency, label, stack):
+                    img[v] = 0
+                    changed = True
+            if changed:
+                kept = 0
                 for i in range(count):
-                    v = alive[i]
-                    if img[v + step] != 0:
-                        continue
-                    _gather(img, v, steps, nb)
-                    total = 0
-                    for k in range(27):
-                        total += nb[k]
-                    if total == 2:  # end point
-                        continue
-                    if not _is_euler_invariant(nb, faces, edges, corners):
-                        continue
-                    if not _is_simple(nb, adjacency, label, stack):
-                        continue
-                    candidates[found] = v
-                    found += 1
-                changed = False
-                for i in range(found):
-                    v = candidates[i]
-                    _gather(img, v, steps, nb)
-                    if _is_simple(nb, adjacency, label, stack):
-                        img[v] = 0
-                        changed = True
-                if changed:
-                    kept = 0
-                    for i in range(count):
-                        if img[alive[i]] != 0:
-                            alive[kept] = alive[i]
-                            kept += 1
-                    count = kept
-                else:
-                    unchanged += 1
-        return alive[:count].copy()
+                    if img[alive[i]] != 0:
+                        alive[kept] = alive[i]
+                        kept += 1
+                count = kept
+            else:
+                unchanged += 1
+    return alive[:count].copy()
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling
+
+
+def _cache_folder() -> bool:
+    """numba caches compiled code beside this file, but only uses a cache folder it can write
+    to. In a read-only install (the container) the cache goes to the temporary folder, seeded
+    with the install's own cache files, compiled when the image was built; numba looks for
+    them in ``<NUMBA_CACHE_DIR>/<folder name>_<sha1 of the folder path>``. If that layout ever
+    changes, the kernels are simply compiled again (about 1.5 s). True if it set the folder."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cache = os.path.join(here, "__pycache__")
+    if "NUMBA_CACHE_DIR" in os.environ or os.access(cache if os.path.isdir(cache) else here, os.W_OK):
+        return False
+    root = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
+    os.environ["NUMBA_CACHE_DIR"] = root
+    seeded = os.path.join(root, f"{os.path.basename(here)}_{hashlib.sha1(here.encode()).hexdigest()}")
+    if os.path.isdir(cache) and not os.path.isdir(seeded):
+        try:
+            shutil.copytree(cache, seeded, ignore=lambda _, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
+        except OSError:
+            pass
+    return True
+
+
+def _compile() -> None:
+    """Replaces each kernel in this module by its numba-compiled version (in place, so that
+    the compiled kernels call each other compiled), after the cache folder is set up.
+    Compiling itself happens on a kernel's first call, or is loaded from the cache."""
+    global _compiled
+    if _compiled:
+        return
+    moved = _cache_folder()
+    import numba
+
+    if moved:  # numba reads its settings when it is imported, which may have happened already
+        numba.core.config.reload_config()
+    namespace = globals()
+    for name in _KERNELS:
+        namespace[name] = numba.njit(cache=True)(namespace[name])
+    _compiled = True
+
+
+@functools.cache
+def _numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
 
 
 def available() -> bool:
-    return numba is not None and not _broken
+    """Whether the compiled thinning can be used (numba is installed and compiling has not
+    failed); otherwise ``metrics.skeleton`` thins with scikit-image."""
+    return not _broken and _numba_installed()
 
 
 def warm_up() -> None:
@@ -219,6 +253,7 @@ def thin_box(mask: np.ndarray, voxels: np.ndarray | None = None) -> np.ndarray:
     """Raster-order flat indices (into ``mask``) of the Lee skeleton of ``mask``, a 3-D array
     whose outermost layer is background; ``voxels``, if given, are its foreground's sorted flat
     indices (saves a pass over the array)."""
+    _compile()
     img = np.ascontiguousarray(mask, dtype=np.uint8)
     strides = (img.shape[1] * img.shape[2], img.shape[2], 1)
     steps = OFFSETS @ np.asarray(strides, np.int64)

@@ -6,7 +6,8 @@ reference evaluators compare full-volume masks per instance, which costs one pas
 whole stack per instance and several gigabytes. Here every instance is the sorted array of the
 flat indices of its voxels; "which instances contain these voxels" is a binary search in one
 table sorted by voxel index, so every overlap count costs time in proportion to the voxels
-queried, not to the volume.
+queried, not to the volume. Files are read into this form without ever being dense by
+``evaluation.readers.label_stacks``.
 """
 
 from dataclasses import dataclass, field

@@ -6,8 +6,9 @@ weight 1, at most ``max_iterations`` EM iterations, rater images as given (uint8
 same compiled filter rather than a re-implementation keeps the per-pixel probabilities, the
 iteration count and the rater sensitivities and specificities identical to the tool's.
 
-Known behaviour (SPEC section 4): an empty rater gets sensitivity 0 and specificity 1; when
-every rater is empty the probabilities, sensitivities and specificities are NaN.
+Known behaviour of the filter (SimpleITK 2.5.7, ITK 5.4): an empty rater gets sensitivity 0 and
+specificity 1; when every rater is empty the probabilities, sensitivities and specificities are
+NaN.
 """
 
 from dataclasses import dataclass

@@ -36,7 +36,7 @@ def boundary(mask: np.ndarray) -> np.ndarray:
 
     A stack of one slice is treated as the 2-D image it is: a 3-D erosion would see background
     above and below and make every pixel a boundary pixel (the depth-1 quirk of later
-    MONAI-based versions of the tool, conformance SPEC section 9)."""
+    MONAI-based versions of the tool, commits dd924df to 73d7bf2 of its ``core/evaluation.py``)."""
     mask = mask.astype(bool, copy=False)
     squeezed = mask.reshape([n for n in mask.shape if n != 1] or [1])
     structure = ndimage.generate_binary_structure(squeezed.ndim, 1)

@@ -9,6 +9,9 @@ packed, an array of the grid size is plain; anything else is refused.
 
 A plain volume may also cover a longer stack of which only a window of slices is scored (the
 fuel cell's reconstructed slices 240-840 of 1100): ``window`` says which.
+
+Both tracks score one such volume per case (a phantom, a time step), named after the case:
+``match_files`` pairs them.
 """
 
 from dataclasses import dataclass
@@ -16,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import log
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.metrics import bitpack
-from evaluation.readers import images
+from evaluation.readers import bitpack, images
 from evaluation.readers.slabs import Slabs, open_slabs
 
 PACKED_DATASET = "vol"
+
+_log = log.get(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,3 +131,22 @@ def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: W
         accepted.insert(0, (window.total, *shape[1:]))
     listed = ", ".join(str(s) for s in accepted[:-1]) + f" or {accepted[-1]} (bit-packed uint8)"
     raise error(f"{display}: has shape {found}; expected {listed}")
+
+
+def match_files(files: dict[str, Path], names: list[str]) -> dict[str, Path]:
+    """Case -> submitted file, from the submission's files by case name (``Submission.
+    case_files``): each case by its file's stem; a single-case phase takes the submission's
+    only file whatever its name, as the reference scores one file per case."""
+    if len(names) == 1 and len(files) == 1:
+        return {names[0]: next(iter(files.values()))}
+    missing = [name for name in names if name not in files]
+    if missing:
+        if not files:
+            raise SubmissionError("the submission holds no volume file: upload the segmentation as a bit-packed .h5 "
+                                  "(the challenge's prepare_submission) or a .tif/.h5/.npy/.zarr volume")
+        raise SubmissionError(f"no file for phantom(s) {', '.join(missing)}: name each file after its phantom "
+                              f"(e.g. {missing[0]}.h5); found {', '.join(sorted(files)[:5])}")
+    extra = sorted(set(files) - set(names))
+    if extra:
+        _log.warning("unused_files", files=extra[:10])
+    return {name: files[name] for name in names}

@@ -1,10 +1,10 @@
-"""Regenerate the participants' rejection catalogue in README.md from a run of the hostile
+"""Regenerate the participants' rejection catalogue in docs/participants.md from a run of the hostile
 corpus, so the documented messages are the ones the grader prints:
 
     python test/helpers/write_rejection_catalogue.py
 
 runs ``test/test_hostile_corpus.py`` with ``CORPUS_REPORT`` set and replaces the table between
-the ``rejection-catalogue`` markers of README.md (one row per kind, in corpus order).
+the ``rejection-catalogue`` markers of docs/participants.md (one row per kind, in corpus order).
 """
 
 import json
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+CATALOGUE = ROOT / "docs" / "participants.md"
 START, END = "<!-- rejection-catalogue:start -->", "<!-- rejection-catalogue:end -->"
 OUTCOMES = {"rejected": "submission rejected", "case failure": "this case fails, the rest is scored", "scored": "scored (exit 0)"}
 
@@ -35,14 +35,14 @@ def main() -> int:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "test/test_hostile_corpus.py::test_hostile_submission"], cwd=ROOT,
                               env={**os.environ, "CORPUS_REPORT": str(report)})
         if done.returncode != 0:
-            print("the corpus did not pass; README left unchanged", file=sys.stderr)
+            print("the corpus did not pass; the catalogue is left unchanged", file=sys.stderr)
             return 1
         entries = [json.loads(line) for line in report.read_text().splitlines()]
-    text = README.read_text()
+    text = CATALOGUE.read_text()
     before, rest = text.split(START, 1)
     _, after = rest.split(END, 1)
-    README.write_text(f"{before}{START}\n{table(entries)}\n{END}{after}")
-    print(f"{len(entries)} kinds written to README.md")
+    CATALOGUE.write_text(f"{before}{START}\n{table(entries)}\n{END}{after}")
+    print(f"{len(entries)} kinds written to docs/participants.md")
     return 0
 
 

@@ -1,0 +1,161 @@
+"""Label images and instance stacks read as sparse per-channel voxel lists.
+
+An instance stack (one channel per instance, channels may overlap, as FISBe releases its
+ground truth) is many times the size of one label image, and thin instances such as neurons
+fill a tiny share of it: a 7 x 385 x 685 x 686 sample is gigabytes as a dense array. So the
+array is never read whole: :func:`open_labels` opens it in a zarr, HDF5 or TIFF file with its
+size-1 axes dropped (as ``np.squeeze`` does in the FISBe reference, ``evaluate.evaluate_file``),
+and :func:`stream_channels` reads a region of it in chunk-aligned slabs, keeping only the flat
+indices and ids of the nonzero voxels of each channel (:class:`Channel`).
+
+What the ids mean (relabelling, overlaps between channels) is not decided here; the metrics
+hold the result as :class:`evaluation.metrics.sparse_labels.SparseLabels`.
+"""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.errors import PhaseError, SubmissionError
+from evaluation.readers import images, zarr_store
+
+SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")
+SLAB_BYTES = 32 << 20  # bytes of one slab read from a channel group
+
+
+@dataclass
+class Channel:
+    """The nonzero voxels of one channel: sorted flat indices and their (original) ids."""
+
+    index: np.ndarray
+    values: np.ndarray
+
+
+class LabelArray:
+    """A label array in a file with its size-1 axes dropped (``np.squeeze``), read by region."""
+
+    def __init__(self, array, display: str, attrs: dict | None = None):
+        self.array, self.display, self.attrs = array, display, attrs or {}
+        full = tuple(int(s) for s in array.shape)
+        self.kept = [axis for axis, size in enumerate(full) if size != 1]
+        self.shape = tuple(full[a] for a in self.kept)
+        chunks = getattr(array, "chunks", None)
+        self.chunks = tuple(int(chunks[a]) for a in self.kept) if chunks else None
+        if np.dtype(array.dtype).kind not in "biuf":
+            raise SubmissionError(f"{display}: has data type {array.dtype}; labels must be integers")
+
+    def _index(self, region: tuple) -> tuple:
+        index, items = [], iter(region)
+        for axis in range(len(self.array.shape)):
+            index.append(next(items) if axis in self.kept else 0)
+        return tuple(index)
+
+    def stored(self, region: tuple) -> bool:
+        """False when the file stores nothing in ``region`` and it reads as zeros (a stack of
+        a million channels with nothing stored is skipped, not read)."""
+        check = getattr(self.array, "stored", None)
+        return True if check is None else bool(check(self._index(region)))
+
+    def read(self, region: tuple) -> np.ndarray:
+        try:
+            return np.asarray(self.array[self._index(region)])
+        except (SubmissionError, PhaseError):  # the readers' own messages name the problem
+            raise
+        except Exception as exc:  # corrupt chunks surface as codec errors of many types
+            raise SubmissionError(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
+
+
+@contextmanager
+def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool = False, max_voxels: int | None = None):
+    """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file; the first of ``keys`` that
+    exists is used, else the file's only array. HDF5 and TIFF arrays declaring more than
+    ``max_voxels`` voxels are refused from their metadata."""
+    kind = images.suffix(path)
+    error = PhaseError if trusted else SubmissionError
+    if kind in (".hdf", ".h5", ".hdf5"):
+        from evaluation.readers import hdf5
+
+        with hdf5.open_array(path, display=display, trusted=trusted, max_voxels=max_voxels, keys=keys) as array:
+            yield LabelArray(array, display)
+    elif kind == ".zarr":
+        target = next((path / k for k in keys if zarr_store.node_kind(path / k) == zarr_store.ARRAY), None)
+        if target is None:
+            found = _zarr_arrays(path)
+            if len(found) != 1:
+                wanted = " or ".join(f"'{k}'" for k in keys)
+                raise error(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
+            target = found[0]
+        array = zarr_store.open_array(target, display, trusted=trusted)
+        yield LabelArray(array, display, zarr_store.attributes(array))
+    elif kind in (".tif", ".tiff"):
+        from evaluation.readers import tiff
+
+        with tiff.open_array(path, display, trusted=trusted, max_voxels=max_voxels) as array:
+            yield LabelArray(array, display)  # read page by page, never whole
+    else:
+        raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+
+
+def _zarr_arrays(root: Path, depth: int = 3) -> list[Path]:
+    kind = zarr_store.node_kind(root)
+    if kind == zarr_store.ARRAY:
+        return [root]
+    if kind != zarr_store.GROUP or depth == 0:
+        return []
+    return [a for name in zarr_store.children(root) for a in _zarr_arrays(root / name, depth - 1)]
+
+
+def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
+    """The nonzero voxels of every channel inside the spatial ``region``, read in chunk-aligned
+    z-slabs of as many channels as one chunk holds (each chunk is decoded once)."""
+    spatial = tuple(s.stop - s.start for s in region)
+    plane = spatial[1] * spatial[2]
+    channels = labels.shape[0] if len(labels.shape) == 4 else 0
+    group = min(labels.chunks[0], channels) if channels and labels.chunks else 1
+    itemsize = np.dtype(labels.array.dtype).itemsize
+    slab = max(1, SLAB_BYTES // max(1, plane * itemsize * group))
+    if labels.chunks:
+        step = labels.chunks[-3]
+        slab = max(step, slab // step * step)
+    parts = [([], []) for _ in range(max(channels, 1))]
+    for first in range(0, max(channels, 1), group):
+        lead = (slice(first, first + group),) if channels else ()
+        for z in range(0, spatial[0], slab):
+            z_region = slice(region[0].start + z, region[0].start + min(z + slab, spatial[0]))
+            where = lead + (z_region, region[1], region[2])
+            if not labels.stored(where):
+                continue
+            block = labels.read(where)
+            for offset, image in enumerate(block if channels else [block]):
+                flat = np.ascontiguousarray(image).reshape(-1)
+                found = nonzero(flat)
+                parts[first + offset][0].append(found + z * plane)
+                parts[first + offset][1].append(_ids(flat[found], labels.display))
+    return [Channel(np.concatenate(index), np.concatenate(values)) for index, values in parts if index]
+
+
+def nonzero(flat: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` of a contiguous 1-D array, scanning 8-byte words first: labels are
+    sparse, so most words are zero and only the few nonzero ones are looked into."""
+    itemsize = flat.dtype.itemsize
+    if not flat.flags.c_contiguous or itemsize >= 8 or flat.nbytes % 8 or flat.dtype.kind not in "biu":
+        return np.flatnonzero(flat)
+    per_word = 8 // itemsize
+    words = np.flatnonzero(flat.view(np.uint64))
+    candidates = (words[:, None] * per_word + np.arange(per_word)).reshape(-1)
+    return candidates[flat[candidates] != 0]
+
+
+def _ids(values: np.ndarray, display: str) -> np.ndarray:
+    """Label values as int64. Negative ids are refused, as the FISBe reference asserts
+    (``util.check_fix_and_unify_ids``), and so are fractional ones and ids beyond int64."""
+    if values.dtype.kind == "f":
+        if not np.all(np.isfinite(values)) or np.any(values != np.floor(values)):
+            raise SubmissionError(f"{display}: holds fractional or non-finite values; labels must be whole numbers")
+    if values.size and values.min() < 0:
+        raise SubmissionError(f"{display}: holds negative ids; instance ids must be >= 0")
+    if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
+        raise SubmissionError(f"{display}: holds ids above 2^63")
+    return values.astype(np.int64)

@@ -1,0 +1,49 @@
+"""CellMap Segmentation Challenge, reproducing the official evaluator.
+
+Reference: janelia-cellmap/cellmap-segmentation-challenge, ``v2`` = commit 0f50f70 and
+``head`` = commit 6b9ad68 (``utils/eval_utils``: ``scoring.py``, ``instance_matching.py``,
+``distance.py``, ``aggregation.py``, ``submission.py``; ``utils/matched_crop.py``).
+docs/suites/cellmap.md describes the phase, the submission and every rule.
+
+A submission is a zarr with one group per test crop (``crop<N>``) and one array per label.
+Every array of every crop of ``truth.zarr`` is scored: instance classes by connected
+components, min-cost-flow matching and per-instance Hausdorff; the others as semantic masks.
+
+- ``inputs``: the manifest, the submission's crops and labels, the tasks and their arrays;
+- ``alignment``: a submitted array onto the crop's voxel grid (``MatchedCrop``);
+- ``instances``: connected components, matching and per-instance distances;
+- ``v2`` / ``head``: each version's per-label entry, aggregation and result files, behind
+  the interface of ``versions``, chosen here once by ``options.version``;
+- ``scoring`` (one task) and ``aggregate`` (the result).
+"""
+
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.phase import Phase
+from evaluation.submission import Submission
+from evaluation.suites import register
+from evaluation.suites.cellmap import aggregate, head, inputs, scoring, v2
+from evaluation.suites.cellmap.inputs import Pair
+from evaluation.suites.cellmap.options import Options
+from evaluation.suites.cellmap.versions import Version
+
+__all__ = ["VERSIONS", "CellMap", "Options"]
+
+VERSIONS: dict[str, Version] = {"v2": v2, "head": head}
+
+
+@register
+class CellMap(Suite):
+    """One task per submitted (crop, label); each entry point picks the version module once,
+    from the phase's options, the task's payload or the plan's context."""
+
+    name = "cellmap"
+    ranking = "overall_score"
+
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
+        return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
+
+    def score(self, payload: Pair) -> dict:
+        return scoring.score(payload, VERSIONS[payload.version])
+
+    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+        return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])

@@ -1,0 +1,256 @@
+"""CellMap's inputs: the crop manifest, the submitted zarr, its crops and labels, the tasks
+(one per submitted (crop, label)) and the arrays a task reads.
+
+Discovery follows ``utils/eval_utils/submission.py`` (``ensure_valid_submission``,
+``_discover_volumes``, ``missing_volume_score``) and ``scoring.py`` ``score_label``: every
+array of every truth crop is scored; a truth label the submission does not hold as an array
+is scored as not submitted.
+"""
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation import log
+from evaluation.contract import Payload, Plan, Task
+from evaluation.errors import PhaseError, SubmissionError
+from evaluation.phase import Phase
+from evaluation.readers import zarr_store
+from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
+from evaluation.submission import Submission
+from evaluation.suites.cellmap.alignment import Grid, align, resampled_shape, resampling
+from evaluation.suites.cellmap.options import INSTANCE_CLASSES, Limits, Options
+from evaluation.suites.cellmap.versions import Version
+
+_log = log.get(__name__)
+
+
+@dataclass(frozen=True)
+class Pair(Payload):
+    """One submitted (crop, label) against its truth array, with what scoring it needs."""
+
+    crop: str
+    label: str
+    display: str  # the submitted array as the participant names it
+    truth: Path
+    pred: Path
+    mask: Path | None  # the truth crop's ``<label>_mask`` array, if any
+    grid: Grid  # the manifest row: the target voxel grid
+    instance: bool
+    version: str
+    limits: Limits
+    pathological_crops: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """What ``summarize`` needs besides the outcomes: the options, the entries of labels no
+    task scores (not submitted, or without a manifest row) and the manifest's row count."""
+
+    options: Options
+    fixed: dict[str, dict[str, dict]]  # crop -> label -> entry
+    total_evals: int
+
+
+# --------------------------------------------------------------------------------------------
+# Finding the crops
+
+
+def read_manifest(path: Path) -> dict[tuple[int, str], Grid]:
+    """The test-crop manifest (``utils/crops.py`` ``TestCropRow.from_csv_row``): header dropped,
+    ``;``-separated bracketed lists, keyed by (crop id, label); a repeated key keeps its last row."""
+    rows = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+    except OSError as exc:
+        raise PhaseError(f"cannot read the crop manifest: {exc}") from None
+    for number, line in enumerate(lines, start=2):
+        if not line.strip():
+            continue
+        try:
+            crop, _dataset, label, voxel_size, translation, shape = line.split(",")
+            parse = lambda text, kind: tuple(kind(x) for x in text.strip().strip("[]").split(";"))  # noqa: E731
+            rows[(int(crop), label)] = Grid(parse(voxel_size, float), parse(shape, int), parse(translation, float))
+        except ValueError:
+            raise PhaseError(f"crop manifest line {number} is malformed") from None
+    return rows
+
+
+def find_zarr_root(folder: Path) -> Path:
+    """The zarr inside an unpacked submission (``ensure_valid_submission``): the folder itself
+    when it holds no ``*.zarr``, the single nested ``*.zarr`` otherwise."""
+    nested = []
+    for current, dirs, _files in os.walk(folder):
+        for name in list(dirs):
+            if name.endswith(".zarr"):
+                nested.append(Path(current) / name)
+                dirs.remove(name)  # a zarr's own chunks need no search
+    if len(nested) > 1:
+        names = ", ".join(sorted(p.name for p in nested)[:5])
+        raise SubmissionError(f"the submission holds {len(nested)} zarr folders ({names}); submit exactly one")
+    return nested[0] if nested else folder
+
+
+def crop_id(name: str) -> int:
+    try:
+        return int(name.removeprefix("crop"))
+    except ValueError:
+        raise PhaseError(f"truth crop group {name!r} is not named crop<N>") from None
+
+
+def crop_order(name: str) -> tuple[int, str]:
+    """Crops in natural order (crop9 before crop10)."""
+    return len(name), name
+
+
+def subfolders(path: Path) -> set[str]:
+    return {p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
+    """Truth crop -> submitted folder. Only if no name matches, bare ids ('111') are tried
+    as 'crop111' (``_discover_volumes``)."""
+    found = {name: name for name in submitted & truth}
+    if not found:
+        found = {f"crop{name}": name for name in submitted if f"crop{name}" in truth}
+    if not found:
+        raise SubmissionError(
+            "no test crop found in the submission: its top-level groups must be named after the test "
+            "crops (e.g. 'crop123'), each holding one array per label"
+        )
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The tasks
+
+# Measured peak bytes per crop voxel beyond the interpreter (bench/cellmap_crop.py: 21 at 256^3
+# and 20.5 at 512^3 for uint32 instance labels), with headroom.
+INSTANCE_BYTES_PER_VOXEL = 24
+SEMANTIC_BYTES_PER_VOXEL = 10
+
+
+def memory_estimate(grid: Grid, source, instance: bool, scale) -> int:
+    """Peak bytes of one pair beyond the worker's baseline (added by the runner): per-voxel
+    working set of the crop, plus the submitted array as stored, and when it is resampled
+    (``scale``) the array and its resampled copy as float64 (scikit-image resamples in float64)."""
+    target = int(np.prod(grid.shape, dtype=np.float64))
+    source_voxels = int(np.prod(source.shape, dtype=np.float64))
+    itemsize = np.dtype(source.dtype).itemsize
+    per_target = INSTANCE_BYTES_PER_VOXEL if instance else SEMANTIC_BYTES_PER_VOXEL
+    estimate = target * per_target + source_voxels * itemsize
+    if scale is not None:
+        estimate += source_voxels * 8 + int(np.prod(resampled_shape(source.shape, scale), dtype=np.float64)) * (8 + itemsize)
+    elif source_voxels != target:
+        estimate += source_voxels * 16  # padded or cropped copies
+    return estimate
+
+
+def plan(submission: Submission, phase: Phase, options: Options, version: Version) -> Plan:
+    """One task per submitted (crop, label) with a manifest row; every other truth label of
+    every truth crop gets its not-submitted entry now."""
+    truth_root = phase.path(options.truth)
+    manifest = read_manifest(phase.path(options.manifest))
+    if not truth_root.is_dir():
+        raise PhaseError("the truth zarr named in phase.yaml does not exist")
+    root = find_zarr_root(submission.root)
+    if not subfolders(root):
+        raise SubmissionError("the submission holds no zarr: upload a zarr folder (or a zip of one) with one group per test crop")
+    truth_crops = sorted(subfolders(truth_root), key=crop_order)
+    crops = match_crops(subfolders(root), set(truth_crops))
+
+    tasks, fixed = [], {}
+    for crop in truth_crops:
+        submitted = set(zarr_store.array_names(root / crops[crop])) if crop in crops else set()
+        for label in zarr_store.array_names(truth_root / crop):
+            grid = manifest.get((crop_id(crop), label))
+            if label in submitted and grid is None:
+                _log.warning("label_without_manifest_row", crop=crop, label=label)
+            if label in submitted and grid is not None:
+                tasks.append(_task(crop, label, root / crops[crop], truth_root / crop, grid, options, version))
+            else:
+                instance = label in options.instance_classes
+                fixed.setdefault(crop, {})[label] = _not_submitted(truth_root / crop / label, instance, grid, version)
+    _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
+    return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
+
+
+def _task(crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, options: Options, version: Version) -> Task:
+    """The task of one pair, refused at once when the submitted array's metadata already
+    shows it cannot be scored (unreadable, or too large once resampled)."""
+    display = f"{submitted.name}/{label}"
+    mask = truth_crop / f"{label}_mask"
+    pair = Pair(
+        crop=crop, label=label, display=display, truth=truth_crop / label, pred=submitted / label,
+        mask=mask if zarr_store.node_kind(mask) == zarr_store.ARRAY else None, grid=grid,
+        instance=label in options.instance_classes, version=options.version, limits=options.limits,
+        pathological_crops=options.pathological_crops,
+    )
+    try:  # metadata only: a broken array fails its own pair, never the others
+        source = zarr_store.open_array(pair.pred, display)
+        scale, _, _ = resampling(tuple(source.shape), zarr_store.attributes(source), grid,
+                                 options.limits.max_volume_size_ratio, display, version.INFER_SCALE_FROM_SHAPE)
+        estimate, refusal = memory_estimate(grid, source, pair.instance, scale), None
+    except SubmissionError as exc:
+        estimate, refusal = 0, str(exc)
+    return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal)
+
+
+def _not_submitted(truth_path: Path, instance: bool, grid: Grid | None, version: Version) -> dict:
+    """The entry of a truth label without a task. Its voxel size is the truth array's
+    attribute (``empty_label_score``), else the manifest's (the reference fails then)."""
+    truth = zarr_store.open_array(truth_path, "truth array", trusted=True)
+    voxel_size = zarr_store.attributes(truth).get("voxel_size") or (grid.voxel_size if grid else None)
+    if voxel_size is None:
+        raise PhaseError("a truth array has neither a voxel_size attribute nor a manifest row")
+    return version.missing_entry(truth_path, instance, voxel_size, truth.shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a task's arrays
+
+
+def _read_trusted(path: Path, display: str) -> np.ndarray:
+    return zarr_store.read_array(zarr_store.open_array(path, display, trusted=True), display, trusted=True)
+
+
+def read_pair(pair: Pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(truth, prediction on the truth's grid), both multiplied by the mask if there is one
+    (``scoring.py`` ``score_label``). The resampling order follows the reference's global
+    instance list, whatever ``instance_classes`` says (``match_crop_space``)."""
+    truth = _read_trusted(pair.truth, "truth array")
+    if truth.shape != tuple(pair.grid.shape):
+        raise PhaseError("a truth array's shape differs from its manifest row")
+    source = zarr_store.open_array(pair.pred, pair.display)
+    pred = align(
+        source, zarr_store.attributes(source), pair.grid,
+        instance=pair.label in INSTANCE_CLASSES,
+        read=lambda region: zarr_store.read_array(source, pair.display, region=region),
+        max_size_ratio=pair.limits.max_volume_size_ratio, display=pair.display,
+        infer_scale_from_shape=infer_scale_from_shape,
+    )
+    if pair.mask:
+        mask = _read_trusted(pair.mask, "mask")
+        pred, truth = pred * mask, truth * mask
+    return truth, pred
+
+
+@functools.lru_cache(maxsize=256)
+def _count_instances_cached(path: str, modified_ns: int) -> int:
+    array = zarr_store.open_array(Path(path), "truth array", trusted=True)
+    shape = tuple(array.shape)
+    ids = np.zeros(0, dtype=np.uint64)
+    for z0, z1 in slab_bounds(shape[0], slices_per_slab(int(np.prod(shape[1:])), SLAB_VOXELS)):
+        slab = zarr_store.read_array(array, "truth array", trusted=True, region=slice(z0, z1))
+        ids = np.union1d(ids, np.unique(slab).astype(np.uint64))
+    return int(np.count_nonzero(ids))
+
+
+def count_instances(truth_path: Path) -> int:
+    """Number of distinct non-zero ids of a truth array (head's ``empty_label_score``), read in
+    slabs (the reference loads the whole array). Cached per path and modification time,
+    because a re-scoring run asks once per submission that misses the label."""
+    return _count_instances_cached(str(truth_path), truth_path.stat().st_mtime_ns)

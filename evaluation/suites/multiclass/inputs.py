@@ -1,0 +1,197 @@
+"""From the phase's truth folder and the participant's files to batches of cases.
+
+nnU-Net pairs the files of a prediction folder with those of the reference folder by name
+and crashes on a missing one unless told to skip it (MIC-DKFZ/nnUNet@0e49508,
+``nnunetv2/evaluation/evaluate_predictions.py``: ``compute_metrics_on_folder``, ``chill``).
+Here the pairing is the same, but every problem is a message for the participant: a file that
+matches no case or (by default) a missing case rejects the submission before any scoring. Several
+model folders in one submission are this project's addition (compared against a baseline).
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation import log
+from evaluation.contract import Payload, Plan, Resources, Task
+from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.phase import Phase
+from evaluation.readers import images
+from evaluation.submission import PLATFORM_FILES, Submission
+from evaluation.suites.multiclass.options import Options
+
+_log = log.get(__name__)
+
+SINGLE_MODEL = "submission"  # the model's name when the files sit at the top level
+# Peak bytes per voxel of one case: float64 truth and prediction plus their int64 copies and
+# a comparison mask (integer label maps need far less; the lookup works in 1M-voxel chunks).
+BYTES_PER_VOXEL = 36
+TRUTH = "a ground-truth label map"  # how messages name a truth file
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of a batch: its truth file, its prediction (None: scored as an empty
+    prediction, ``missing_cases: empty``) and the prediction's name as the participant sees it."""
+
+    case: str
+    truth: str
+    pred: str | None
+    display: str | None
+
+
+@dataclass(frozen=True)
+class Batch(Payload):
+    """The cases one worker scores, with the settings ``scoring.score_case`` needs."""
+
+    cases: tuple[Case, ...]
+    class_ids: tuple[int, ...]
+    ignore_index: int | None
+    background: int | None
+    unknown_labels: str
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """One model's cases: scored (sorted), their prediction files (relative to the
+    submission), how many have no prediction, and the task that scores each."""
+
+    cases: list[str]
+    files: dict[str, str | None]
+    missing: int
+    tasks: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What ``summarize`` needs from the plan."""
+
+    options: Options
+    layout: dict[str, ModelLayout]
+    multi: bool
+    baseline: str
+
+
+def json_key(name: str) -> str:
+    """Metrics keys must not contain dots (leaderboard paths are dotted)."""
+    return name.replace(".", "_")
+
+
+def _has_label_file(folder: Path) -> bool:
+    return bool(Submission(folder).case_files())
+
+
+def find_models(submission: Submission, max_models: int) -> dict[str, dict[str, Path]]:
+    """Model name -> (case -> file). Label files at the top level are one model; otherwise
+    every top-level folder holding label files is a model named after the folder (a single
+    such folder is one model, e.g. a zip that wraps its files in a folder)."""
+    if submission.named_files is not None:
+        return {SINGLE_MODEL: submission.case_files()}
+    root = submission.root
+    entries = [p for p in sorted(root.iterdir()) if not p.name.startswith(".") and p.name not in PLATFORM_FILES]
+    if any(images.suffix(p) in images.SUFFIXES for p in entries):
+        return {SINGLE_MODEL: submission.case_files()}
+    folders = [p for p in entries if p.is_dir() and _has_label_file(p)]
+    if not folders:
+        raise SubmissionError(
+            f"the submission holds no label maps: upload one file per case named after it ({', '.join(images.SUFFIXES)})"
+        )
+    if len(folders) == 1:
+        return {folders[0].name: Submission(folders[0]).case_files()}
+    if len(folders) > max_models:
+        names = ", ".join(p.name for p in folders[:5])
+        raise SubmissionError(
+            f"the submission holds {len(folders)} folders of predictions ({names}); this phase scores "
+            + ("one set of predictions: put your files at the top level" if max_models == 1 else f"at most {max_models} models")
+        )
+    models = {}
+    for folder in folders:
+        if "." in folder.name:
+            raise SubmissionError(f"model folder '{folder.name}': folder names must not contain dots; rename it")
+        models[folder.name] = Submission(folder).case_files()
+    return models
+
+
+def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
+    folder = phase.path(options.truth)
+    if not folder.is_dir():
+        raise PhaseError(f"phase.yaml: the truth folder {options.truth!r} does not exist")
+    try:
+        cases = Submission(folder).case_files()
+    except SubmissionError as exc:
+        raise PhaseError(f"truth folder: {exc}") from None
+    if not cases:
+        raise PhaseError("the truth folder holds no label maps")
+    keys = {}
+    for case in cases:
+        if keys.setdefault(json_key(case), case) != case:
+            raise PhaseError(f"truth cases {keys[json_key(case)]!r} and {case!r} differ only in dots")
+    return cases
+
+
+def match_cases(model: str, submitted: dict[str, Path], truth: dict[str, Path], policy: str, multi: bool) -> list[str]:
+    """The cases to score for one model (sorted); raises for unknown or (policy 'reject')
+    missing files."""
+    where = f"model '{model}': " if multi else ""
+    unknown = sorted(set(submitted) - set(truth))
+    if unknown:
+        shown = ", ".join(submitted[c].name if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5])
+        raise SubmissionError(
+            f"{where}{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
+            "name each file after its test case"
+        )
+    missing = sorted(set(truth) - set(submitted))
+    if missing and policy == "reject":
+        shown = ", ".join(missing[:5])
+        raise SubmissionError(
+            f"{where}{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
+        )
+    return sorted(truth) if policy == "empty" else sorted(submitted)
+
+
+def batch_size(n_cases: int, workers: int) -> int:
+    """Cases per task. A task is a forked worker process, which costs tens of milliseconds
+    on a busy machine while a 2D case scores in a few: cases are batched, about four
+    batches per worker so the load stays balanced. Small sets keep one case per task, so
+    a bad file fails alone; in a batch, it fails its batch (whose message names it)."""
+    return max(1, -(-n_cases // (4 * max(1, workers))))
+
+
+def truth_voxels(path: Path) -> int:
+    """Voxels of a truth image from its header (for the memory estimate); the file size if the
+    header cannot be read (the worker then reports why)."""
+    try:
+        return images.voxel_count(path, display=TRUTH, trusted=True)
+    except GraderError:
+        return path.stat().st_size if path.is_file() else 1 << 20
+
+
+def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
+    """Every model's cases in batches (``batch_size``), each batch one task."""
+    options = Options.from_phase(phase)
+    truth = truth_cases(phase, options)
+    models = find_models(submission, options.max_models)
+    multi = len(models) > 1
+    baseline = options.baseline if options.baseline is not None else sorted(models)[0]
+    if multi and baseline not in models:
+        raise SubmissionError(f"this phase compares models against '{baseline}': include a folder of that name")
+    sizes = {case: truth_voxels(path) for case, path in truth.items()}
+    size = batch_size(len(truth) * len(models), resources.workers)
+    tasks, layout = [], {}
+    for model, submitted in sorted(models.items()):
+        cases = match_cases(model, submitted, truth, options.missing_cases, multi)
+        files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
+        keys = {}
+        for start in range(0, len(cases), size):
+            batch = cases[start:start + size]
+            key = (f"{model}/" if multi else "") + (batch[0] if len(batch) == 1 else f"{batch[0]} .. {batch[-1]}")
+            items = tuple(Case(case=c, truth=str(truth[c]), pred=str(submitted[c]) if c in submitted else None, display=files[c])
+                          for c in batch)
+            payload = Batch(cases=items, class_ids=options.class_ids, ignore_index=options.ignore_index,
+                            background=options.background, unknown_labels=options.unknown_labels)
+            tasks.append(Task(key=key, payload=payload, memory_bytes=max(sizes[c] for c in batch) * BYTES_PER_VOXEL + (64 << 20)))
+            keys.update(dict.fromkeys(batch, key))
+        missing = len(truth) - len(cases) + sum(f is None for f in files.values())
+        layout[model] = ModelLayout(cases=cases, files=files, missing=missing, tasks=keys)
+    _log.info("multiclass_plan", models=len(models), cases=len(truth), tasks=len(tasks))
+    return Plan(tasks=tasks, context=Context(options=options, layout=layout, multi=multi, baseline=baseline))

@@ -1,0 +1,80 @@
+"""Run the public entry point exactly as the platforms do, and compare results with the
+references' numbers under the conformance kits' rules."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIXTURES = ROOT / "test" / "fixtures"
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    output: Path
+
+    @property
+    def last_line(self) -> str:
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+    @property
+    def metrics(self) -> dict:
+        return json.loads((self.output / "metrics.json").read_text())
+
+
+def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict | None = None) -> Run:
+    command = [sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(output), *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, cwd=ROOT)
+    return Run(done.returncode, done.stdout, done.stderr, output)
+
+
+def validate_metrics(document: dict) -> None:
+    schema = json.loads((ROOT / "schemas" / "metrics.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+def close(got, expected, rel=1e-9, floor=1e-12) -> bool:
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return got is expected
+    if isinstance(expected, int) and isinstance(got, int):
+        return got == expected
+    if not isinstance(got, (int, float)):
+        return False
+    return got == expected or abs(got - expected) <= max(floor, rel * max(abs(got), abs(expected)))
+
+
+def differences(got, expected, path="", integer_keys=()) -> list[str]:
+    """Every difference between two result trees under the conformance rules: equal key sets,
+    strings/bools/nulls exact, integer counts exact, floats to 1e-9 relative (1e-12 absolute)."""
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return [f"{path}: expected an object, got {got!r}"]
+        found = []
+        if set(got) != set(expected):
+            found.append(f"{path}: keys differ: missing {sorted(set(expected) - set(got))}, extra {sorted(set(got) - set(expected))}")
+        for key in set(got) & set(expected):
+            found += differences(got[key], expected[key], f"{path}/{key}", integer_keys)
+        return found
+    if isinstance(expected, list):
+        if not isinstance(got, list) or len(got) != len(expected):
+            return [f"{path}: expected {expected!r}, got {got!r}"]
+        return [d for i, (g, e) in enumerate(zip(got, expected)) for d in differences(g, e, f"{path}[{i}]", integer_keys)]
+    if expected is None or isinstance(expected, (str, bool)):
+        return [] if got == expected and type(got) is type(expected) else [f"{path}: expected {expected!r}, got {got!r}"]
+    if path.rsplit("/", 1)[-1] in integer_keys:
+        return [] if isinstance(got, int) and got == expected else [f"{path}: expected count {expected!r}, got {got!r}"]
+    return [] if close(got, expected) else [f"{path}: expected {expected!r}, got {got!r}"]
+
+
+def finite(value) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
