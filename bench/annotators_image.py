@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import tifffile
+from common import run_cli, score_first_task
 from scipy import ndimage
 from skimage.draw import line
-
-from common import run_cli, score_first_task
 
 ANNOTATORS = ("annotator_A", "annotator_B", "annotator_C")
 
@@ -109,7 +108,7 @@ def tool_distances(data: dict, row: dict) -> tuple[float, bool]:
     for name, mask in masks.items():
         hd, msd = symmetric(mask, model)
         same &= hd == row[f"{name}_hausdorff"] and msd == row[f"{name}_msd"]
-    pairs = [symmetric(masks[a], masks[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+    pairs = [symmetric(masks[a], masks[b]) for i, a in enumerate(names) for b in names[i + 1 :]]
     same &= np.mean([p[0] for p in pairs]) == row["annotators_agree_hausdorff"]
     same &= np.mean([p[1] for p in pairs]) == row["annotators_agree_msd"]
     return time.perf_counter() - started, bool(same)
@@ -136,7 +135,9 @@ def main():
     fg = {k: int(np.count_nonzero(v)) for k, v in data.items()}
     print(f"image {data['pred'].shape} uint8, foreground pixels {fg}; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     started = time.perf_counter()
-    packed = sum((data[name] != 0).astype(np.uint8) << i for i, name in enumerate(ANNOTATORS)) | ((data["pred"] == 2).astype(np.uint8) << 3)
+    packed = sum((data[name] != 0).astype(np.uint8) << i for i, name in enumerate(ANNOTATORS)) | (
+        (data["pred"] == 2).astype(np.uint8) << 3
+    )
     np.bincount(packed.ravel(), minlength=16)
     floor = time.perf_counter() - started
     print(f"floor (one np.bincount pass over the 4 images)  {floor:8.3f} s")
@@ -145,21 +146,29 @@ def main():
         phase, submission = write(Path(tmp), data, report=False)
         scored = score_first_task("annotators", phase, submission)
         seconds, peak_mb, row, estimate = scored["seconds"], scored["peak_mb"], scored["result"], scored["estimate_bytes"]
-        print(f"suite scoring of the image      {seconds:8.3f} s  peak RSS {peak_mb:7.0f} MB  ({seconds / floor:,.0f}x floor); "
-              f"scheduler estimate {estimate / 2**20:.0f} MB")
-        print(f"  Staple_dice {row['Staple_dice']:.6f}  Staple_hausdorff {row['Staple_hausdorff']:.4f}  "
-              f"Staple_msd {row['Staple_msd']:.6f}  STAPLE iterations {row['staple_elapsed_iterations']}")
+        print(
+            f"suite scoring of the image      {seconds:8.3f} s  peak RSS {peak_mb:7.0f} MB  ({seconds / floor:,.0f}x floor); "
+            f"scheduler estimate {estimate / 2**20:.0f} MB"
+        )
+        print(
+            f"  Staple_dice {row['Staple_dice']:.6f}  Staple_hausdorff {row['Staple_hausdorff']:.4f}  "
+            f"Staple_msd {row['Staple_msd']:.6f}  STAPLE iterations {row['staple_elapsed_iterations']}"
+        )
         done = cli(phase, submission, Path(tmp) / "out")
         print(f"command line, tables only       {done['seconds']:8.3f} s  exit {done['exit']}")
         phase_report, _ = write(Path(tmp) / "with-report", data, report=True)
         done = cli(phase_report, submission, Path(tmp) / "out-report")
-        print(f"command line, plots + HTML      {done['seconds']:8.3f} s  exit {done['exit']}  peak RSS "
-              f"{done['peak_mb']:7.0f} MB (largest process)")
+        print(
+            f"command line, plots + HTML      {done['seconds']:8.3f} s  exit {done['exit']}  peak RSS "
+            f"{done['peak_mb']:7.0f} MB (largest process)"
+        )
 
     if not args.no_reference:
         seconds_ref, same = tool_distances(data, row)
-        print(f"the tool's distance algorithm   {seconds_ref:8.3f} s  (distances only; "
-              f"{'identical' if same else 'DIFFERENT'} HD/MSD values)")
+        print(
+            f"the tool's distance algorithm   {seconds_ref:8.3f} s  (distances only; "
+            f"{'identical' if same else 'DIFFERENT'} HD/MSD values)"
+        )
         if not same:
             sys.exit(1)
 

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-
 from common import run_cli, score_first_task
 
 VOXEL_SIZE = (8.0, 8.0, 8.0)
@@ -72,7 +71,7 @@ def make_crop(size: int, instances: int, seed: int = 0):
             pred[box][region] = other + 1
             steps = np.linspace(centre, centres[other], 40).astype(int)
             for z, y, x in steps:
-                pred[max(z - 1, 0):z + 2, max(y - 1, 0):y + 2, max(x - 1, 0):x + 2] = other + 1
+                pred[max(z - 1, 0) : z + 2, max(y - 1, 0) : y + 2, max(x - 1, 0) : x + 2] = other + 1
     for _ in range(instances // 20):  # false positives
         _, box, inside = ellipsoid(rng, shape, (3, 6))
         pred[box][inside] = next_id
@@ -102,9 +101,9 @@ def verify_against_slow_path(truth, pred, sample, seed=1):
     import cc3d
 
     from evaluation.metrics.hausdorff import capped_hausdorff, capped_hausdorff_padded_roi
+    from evaluation.metrics.overlap import contingency
     from evaluation.suites.cellmap.instances import match_instances, max_distance, relabel_table
     from evaluation.suites.cellmap.options import Limits
-    from evaluation.metrics.overlap import contingency
 
     components, n_pred = cc3d.connected_components(pred, return_N=True)
     table = contingency(truth, components, where=truth > 0)
@@ -129,7 +128,9 @@ def main():
     parser.add_argument("--instances", type=int, default=476)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verify", default="8", help="instances to check against the slow path, or 'all'")
-    parser.add_argument("--write", type=Path, help="only write the phase and submission into this folder (e.g. to run the image on them)")
+    parser.add_argument(
+        "--write", type=Path, help="only write the phase and submission into this folder (e.g. to run the image on them)"
+    )
     args = parser.parse_args()
 
     truth, pred = make_crop(args.size, args.instances, args.seed)
@@ -147,18 +148,32 @@ def main():
         phase, submission = write_phase(Path(tmp), truth, pred)
         scored = score_first_task("cellmap", phase, submission)
         seconds, result = scored["seconds"], scored["result"]
-        print(f"suite scoring of the pair      {seconds:8.3f} s  peak RSS {scored['peak_mb']:7.0f} MB  ({seconds / floor:,.0f}x floor; "
-              f"scheduler estimate {scored['estimate_bytes'] / 2**20:.0f} MB)")
-        print("  " + json.dumps({k: result[k] for k in ("combined_score", "mean_accuracy", "hausdorff_distance", "normalized_hausdorff_distance", "status")}))
+        print(
+            f"suite scoring of the pair      {seconds:8.3f} s  peak RSS {scored['peak_mb']:7.0f} MB  ({seconds / floor:,.0f}x floor; "
+            f"scheduler estimate {scored['estimate_bytes'] / 2**20:.0f} MB)"
+        )
+        print(
+            "  "
+            + json.dumps(
+                {
+                    k: result[k]
+                    for k in ("combined_score", "mean_accuracy", "hausdorff_distance", "normalized_hausdorff_distance", "status")
+                }
+            )
+        )
         cli = run_cli(submission, phase, Path(tmp) / "out")
-        print(f"command line, end to end       {cli['seconds']:8.3f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}")
+        print(
+            f"command line, end to end       {cli['seconds']:8.3f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}"
+        )
         if cli["exit"] != 0:
             print(cli["stderr"][-2000:])
 
     if args.verify != "0":
         n, same, fast_s, slow_s = verify_against_slow_path(truth, pred, args.verify)
-        print(f"slow-path check on {n} instances: {'identical' if same else 'DIFFERENT'} float32 values "
-              f"(fast {fast_s:.3f} s, reference algorithm {slow_s:.1f} s = {slow_s / n:.2f} s per instance)")
+        print(
+            f"slow-path check on {n} instances: {'identical' if same else 'DIFFERENT'} float32 values "
+            f"(fast {fast_s:.3f} s, reference algorithm {slow_s:.1f} s = {slow_s / n:.2f} s per instance)"
+        )
         if not same:
             sys.exit(1)
 

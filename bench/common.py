@@ -23,16 +23,34 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str) -> dict:
     import sys
 
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase),
-                           "--output", str(output), *extra], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation",
+            "--input",
+            str(submission),
+            "--ground-truth",
+            str(phase),
+            "--output",
+            str(output),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     written = {}
     for line in done.stderr.splitlines():
         if '"event": "written"' in line:
             written = json.loads(line)
     peaks = [written.get("peak_rss_mb"), written.get("worker_peak_rss_mb")]
-    return {"seconds": seconds, "exit": done.returncode, "stderr": done.stderr,
-            "peak_mb": max((p for p in peaks if p is not None), default=float("nan"))}
+    return {
+        "seconds": seconds,
+        "exit": done.returncode,
+        "stderr": done.stderr,
+        "peak_mb": max((p for p in peaks if p is not None), default=float("nan")),
+    }
 
 
 def in_fresh_process(target, *args):
@@ -57,8 +75,15 @@ def _score_first_task(suite_name: str, phase: str, submission: str, queue) -> No
     task = plan.tasks[0]
     started, cpu = time.perf_counter(), time.process_time()
     result = suite.score(task.payload)
-    queue.put({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
-               "peak_mb": peak_rss_mb(), "result": result, "estimate_bytes": task.memory_bytes})
+    queue.put(
+        {
+            "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu,
+            "peak_mb": peak_rss_mb(),
+            "result": result,
+            "estimate_bytes": task.memory_bytes,
+        }
+    )
 
 
 def score_first_task(suite_name: str, phase: Path, submission: Path) -> dict:

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import in_fresh_process, peak_rss_mb, run_cli, score_first_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +46,6 @@ def generate(name: str, folder: Path) -> tuple[Path, Path, dict]:
     """Writes phase/<name>.zarr + phase.yaml and input/<name>.hdf; returns the two folders."""
     import h5py
     import zarr
-
     from helpers import fisbe_synthetic as syn
 
     shape, count, length, radius, seed = SAMPLES[name]
@@ -73,8 +71,13 @@ def generate(name: str, folder: Path) -> tuple[Path, Path, dict]:
     for voxels in truth + predicted:
         coords = np.asarray(np.unravel_index(voxels, shape))
         boxes.append(np.prod(np.ptp(coords, axis=1) + 3) / np.prod(shape))
-    info = {"gt_instances": count, "pred_labels": len(predicted), "gt_voxels": int(sum(v.size for v in truth)),
-            "mean_box_share": float(np.mean(boxes)), "sum_box_share": float(np.sum(boxes))}
+    info = {
+        "gt_instances": count,
+        "pred_labels": len(predicted),
+        "gt_voxels": int(sum(v.size for v in truth)),
+        "mean_box_share": float(np.mean(boxes)),
+        "sum_box_share": float(np.sum(boxes)),
+    }
     return phase, submission, info
 
 
@@ -93,12 +96,12 @@ def _floor(phase: Path, submission: Path, queue) -> None:
         array = zarr.open_array(str(path / "volumes/gt_instances"), mode="r")
         for c in range(array.shape[0]):
             for z in range(0, array.shape[1], array.chunks[1]):
-                total += int(np.count_nonzero(array[c, z:z + array.chunks[1]]))
+                total += int(np.count_nonzero(array[c, z : z + array.chunks[1]]))
     for path in submission.glob("*.hdf"):
         with h5py.File(path, "r") as f:
             data = f["volumes/labels"]
             for z in range(0, data.shape[0], data.chunks[0]):
-                total += int(np.count_nonzero(data[z:z + data.chunks[0]]))
+                total += int(np.count_nonzero(data[z : z + data.chunks[0]]))
     queue.put((time.perf_counter() - started, peak_rss_mb(), total))
 
 
@@ -109,8 +112,8 @@ def _verify(phase: Path, submission: Path, name: str, result: dict, queue) -> No
 def verify(phase: Path, submission: Path, name: str, result: dict) -> tuple[bool, float]:
     import h5py
     import zarr
-
     from helpers import fisbe_dense
+
     from evaluation.report import sanitize as to_json
 
     array = zarr.open_array(str(phase / f"{name}.zarr" / "volumes/gt_instances"), mode="r")
@@ -124,7 +127,9 @@ def verify(phase: Path, submission: Path, name: str, result: dict) -> tuple[bool
 
 def run(name: str, check: bool) -> None:
     shape, count = SAMPLES[name][0], SAMPLES[name][1]
-    print(f"== sample '{name}': {count} neurons, GT {(count,) + shape} uint8, prediction {shape} int32   (load: {os.getloadavg()[0]:.2f})")
+    print(
+        f"== sample '{name}': {count} neurons, GT {(count,) + shape} uint8, prediction {shape} int32   (load: {os.getloadavg()[0]:.2f})"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         phase, submission, info = in_fresh_process(_generate, name, Path(tmp))
@@ -133,11 +138,23 @@ def run(name: str, check: bool) -> None:
         print(f"floor (one streamed pass over both files)  {floor:8.2f} s  peak RSS {floor_rss:7.0f} MB")
         scored = score_first_task("fisbe", phase, submission)
         seconds, peak, result = scored["seconds"], scored["peak_mb"], scored["result"]
-        print(f"suite scoring of the sample                {seconds:8.2f} s  peak RSS {peak:7.0f} MB  ({seconds / floor:.1f}x floor)")
+        print(
+            f"suite scoring of the sample                {seconds:8.2f} s  peak RSS {peak:7.0f} MB  ({seconds / floor:.1f}x floor)"
+        )
         general = result["general"]
-        print("  " + json.dumps({k: general[k] for k in ("Num GT", "Num Pred", "avg_f1_cov_score", "avg_gt_skel_coverage", "TP_05", "FS", "FM", "GT_overlap")}))
+        print(
+            "  "
+            + json.dumps(
+                {
+                    k: general[k]
+                    for k in ("Num GT", "Num Pred", "avg_f1_cov_score", "avg_gt_skel_coverage", "TP_05", "FS", "FM", "GT_overlap")
+                }
+            )
+        )
         cli = run_cli(submission, phase, Path(tmp) / "out")
-        print(f"command line, end to end                   {cli['seconds']:8.2f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}")
+        print(
+            f"command line, end to end                   {cli['seconds']:8.2f} s  peak RSS {cli['peak_mb']:7.0f} MB (largest process)  exit {cli['exit']}"
+        )
         if cli["exit"] != 0:
             print(cli["stderr"][-2000:])
             sys.exit(1)
@@ -153,7 +170,7 @@ def main():
     parser.add_argument("--sample", choices=["first", "real", "both"], default="both")
     parser.add_argument("--verify", action="store_true", help="also compare with the dense computation (every sample)")
     args = parser.parse_args()
-    for name in (["first", "real"] if args.sample == "both" else [args.sample]):
+    for name in ["first", "real"] if args.sample == "both" else [args.sample]:
         run(name, args.verify or (args.sample == "both" and name == "first"))
 
 

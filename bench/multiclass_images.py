@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 import SimpleITK as sitk
-
 from common import run_cli
 
 
@@ -94,19 +93,25 @@ def main():
     parser.add_argument("--format", default=".nii.gz", help=".nii.gz, .nii, .mha, .nrrd")
     parser.add_argument("--sample", type=int, default=5, help="images scored the nnU-Net way for timing and checking")
     args = parser.parse_args()
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
-          "(a busy machine stretches wall times; CPU seconds are steadier)")
+    print(
+        f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs "
+        "(a busy machine stretches wall times; CPU seconds are steadier)"
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench-multiclass-") as scratch:
         started = time.perf_counter()
         phase, submission = make_dataset(Path(scratch), args.images, args.size, args.classes, args.format)
-        print(f"{args.images} images {args.size}x{args.size} uint8 {args.format}, {args.classes} classes "
-              f"(generated in {time.perf_counter() - started:.1f} s)")
+        print(
+            f"{args.images} images {args.size}x{args.size} uint8 {args.format}, {args.classes} classes "
+            f"(generated in {time.perf_counter() - started:.1f} s)"
+        )
 
         cpu = time.process_time()
         reading, counting = floor(phase, submission, args.classes)
         one_pass, floor_cpu = reading + counting, time.process_time() - cpu
-        print(f"floor, one pass in one process:  {one_pass:6.2f} s  (reading {reading:.2f} s, bincount {counting:.2f} s; CPU {floor_cpu:.2f} s)")
+        print(
+            f"floor, one pass in one process:  {one_pass:6.2f} s  (reading {reading:.2f} s, bincount {counting:.2f} s; CPU {floor_cpu:.2f} s)"
+        )
 
         output = Path(scratch) / "out"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)  # CPU seconds only: they are not inherited
@@ -117,12 +122,18 @@ def main():
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         metrics = json.loads((output / "metrics.json").read_text())
-        print(f"command line (all workers):      {wall:6.2f} s  peak RSS {peak:.0f} MB  ratio to floor {wall / one_pass:.1f}x"
-              f"  (CPU {cpu:.2f} s, {cpu / floor_cpu:.1f}x the floor's; includes interpreter start and metrics.json validation)")
-        print(f"  headline mean Dice {metrics['aggregates']['mean_dice_fg_nanmean']:.6f}, "
-              f"metrics.json {(output / 'metrics.json').stat().st_size / 2**20:.1f} MB")
+        print(
+            f"command line (all workers):      {wall:6.2f} s  peak RSS {peak:.0f} MB  ratio to floor {wall / one_pass:.1f}x"
+            f"  (CPU {cpu:.2f} s, {cpu / floor_cpu:.1f}x the floor's; includes interpreter start and metrics.json validation)"
+        )
+        print(
+            f"  headline mean Dice {metrics['aggregates']['mean_dice_fg_nanmean']:.6f}, "
+            f"metrics.json {(output / 'metrics.json').stat().st_size / 2**20:.1f} MB"
+        )
 
-        per_case = {e["reference_file"]: e["metrics"] for e in json.loads((output / "summary.json").read_text())["metric_per_case"]}
+        per_case = {
+            e["reference_file"]: e["metrics"] for e in json.loads((output / "summary.json").read_text())["metric_per_case"]
+        }
         labels = sorted((phase / "labels").iterdir())[: args.sample]
         started = time.perf_counter()
         agree = True
@@ -134,8 +145,10 @@ def main():
             ours = np.array([[entry[str(c)][k] for c in range(args.classes)] for k in ("TP", "FP", "FN", "TN")])
             agree &= bool((ours == counts).all())
         per_image = (time.perf_counter() - started) / len(labels)
-        print(f"nnU-Net-style masks: {per_image * 1000:.0f} ms per image (~{per_image * args.images:.0f} s for all, one process); "
-              f"counts equal the suite's on {len(labels)} images: {agree}")
+        print(
+            f"nnU-Net-style masks: {per_image * 1000:.0f} ms per image (~{per_image * args.images:.0f} s for all, one process); "
+            f"counts equal the suite's on {len(labels)} images: {agree}"
+        )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evaluation.organizer import ranking, ranking_report  # noqa: E402
-
 from common import peak_rss_mb  # noqa: E402
+
+from evaluation.organizer import ranking, ranking_report  # noqa: E402
 
 
 def main():
@@ -39,8 +39,9 @@ def main():
     rng = np.random.default_rng(0)
     skill = np.sort(rng.uniform(0.4, 0.9, n))
     matrix = np.clip(skill[:, None] + rng.normal(0, 0.2, (n, m)), 0, 1)
-    scores = ranking.Scores([f"team{i:03d}" for i in range(n)], [f"case{j}" for j in range(m)], matrix,
-                            matrix.mean(axis=1), "score", True)
+    scores = ranking.Scores(
+        [f"team{i:03d}" for i in range(n)], [f"case{j}" for j in range(m)], matrix, matrix.mean(axis=1), "score", True
+    )
     print(f"{n} submissions x {m} cases x {b} resamples; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
 
     draws = rng.integers(0, m, size=(b, m))
@@ -53,14 +54,18 @@ def main():
     started = time.perf_counter()
     result = ranking.bootstrap(scores, resamples=b, seed=0)
     wall = time.perf_counter() - started
-    print(f"bootstrap (means, ranks, frequencies, pairwise, intervals)   {wall:7.3f} s   {wall / floor:5.2f}x floor   "
-          f"peak RSS so far {peak_rss_mb():.0f} MB")
+    print(
+        f"bootstrap (means, ranks, frequencies, pairwise, intervals)   {wall:7.3f} s   {wall / floor:5.2f}x floor   "
+        f"peak RSS so far {peak_rss_mb():.0f} MB"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         ranking_report.write(Path(tmp), result)
         print(f"report files (JSON, 2 PNG, HTML)   {time.perf_counter() - started:7.3f} s")
-    print(f"peak RSS with the plots {peak_rss_mb():.0f} MB   "
-          f"(top submission ranked first in {result['submissions'][0]['rank_frequencies'].get('1', 0):.1%} of resamples)")
+    print(
+        f"peak RSS with the plots {peak_rss_mb():.0f} MB   "
+        f"(top submission ranked first in {result['submissions'][0]['rank_frequencies'].get('1', 0):.1%} of resamples)"
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ VOXEL_SIZE = [8.0, 8.0, 8.0]
 
 def _write(root: Path, crop: str, label: str, data: np.ndarray) -> None:
     array = zarr.open_group(str(root), mode="a", zarr_format=2).create_array(
-        f"{crop}/{label}", shape=data.shape, dtype=data.dtype, chunks=(64, 64, 64), overwrite=True)
+        f"{crop}/{label}", shape=data.shape, dtype=data.dtype, chunks=(64, 64, 64), overwrite=True
+    )
     array[...] = data
     array.attrs.update({"voxel_size": VOXEL_SIZE, "translation": [0.0, 0.0, 0.0], "shape": list(data.shape)})
 
@@ -103,14 +104,36 @@ def _command(command: list[str], queue) -> None:
     largest of the command and of the processes the command waited for (the Dask workers)."""
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
-    queue.put({"seconds": time.perf_counter() - started, "exit": done.returncode, "stdout": done.stdout,
-               "stderr": done.stderr, "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024})
+    queue.put(
+        {
+            "seconds": time.perf_counter() - started,
+            "exit": done.returncode,
+            "stdout": done.stdout,
+            "stderr": done.stderr,
+            "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        }
+    )
 
 
 def run(phase: Path, subs: Path, out: Path, workers: int) -> tuple[float, float, dict]:
     """Wall seconds, peak RSS (MB, largest process) and the summary of one rescore command."""
-    done = in_fresh_process(_command, [sys.executable, "-m", "evaluation", "rescore", "--ground-truth", str(phase),
-                                       "--submissions", str(subs), "--output", str(out), "--workers", str(workers)])
+    done = in_fresh_process(
+        _command,
+        [
+            sys.executable,
+            "-m",
+            "evaluation",
+            "rescore",
+            "--ground-truth",
+            str(phase),
+            "--submissions",
+            str(subs),
+            "--output",
+            str(out),
+            "--workers",
+            str(workers),
+        ],
+    )
     if done["exit"] != 0:
         sys.exit(done["stderr"][-3000:])
     return done["seconds"], done["peak_mb"], json.loads(done["stdout"].strip().splitlines()[-1])
@@ -126,8 +149,10 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         phase, subs = make_phase(Path(tmp), args.crops, args.size, args.instances, args.submissions)
-        print(f"{args.submissions} submissions x {args.crops} crops x 2 labels, {args.size}^3 voxels, ~{args.instances} instances a crop; "
-              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+        print(
+            f"{args.submissions} submissions x {args.crops} crops x 2 labels, {args.size}^3 voxels, ~{args.instances} instances a crop; "
+            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+        )
         floor_s, units = floor(phase, subs)
         print(f"floor: {units} units scored serially in-process   {floor_s:7.2f} s   {units / floor_s:6.2f} units/s")
         walls, spans = {}, {}
@@ -137,19 +162,29 @@ def main():
             assert summary["units_computed"] == units, summary
             walls[workers] = wall
             spans[workers], busy = scoring_span(out)
-            print(f"rescore, LocalCluster {workers} worker{'s' if workers > 1 else ' '}      {wall:7.2f} s   {units / wall:6.2f} units/s   "
-                  f"peak RSS {peak:6.0f} MB   {wall / floor_s:4.2f}x floor")
-            print(f"  of which scoring on the cluster  {spans[workers]:7.2f} s   {units / spans[workers]:6.2f} units/s   "
-                  f"(units busy {busy:.2f} s: {busy / spans[workers]:.2f} units running on average)")
-        print(f"speed-up 1 -> 2 workers: {walls[1] / walls[2]:.2f}x end to end, {spans[1] / spans[2]:.2f}x scoring   "
-              f"(load average now {os.getloadavg()[0]:.2f})")
+            print(
+                f"rescore, LocalCluster {workers} worker{'s' if workers > 1 else ' '}      {wall:7.2f} s   {units / wall:6.2f} units/s   "
+                f"peak RSS {peak:6.0f} MB   {wall / floor_s:4.2f}x floor"
+            )
+            print(
+                f"  of which scoring on the cluster  {spans[workers]:7.2f} s   {units / spans[workers]:6.2f} units/s   "
+                f"(units busy {busy:.2f} s: {busy / spans[workers]:.2f} units running on average)"
+            )
+        print(
+            f"speed-up 1 -> 2 workers: {walls[1] / walls[2]:.2f}x end to end, {spans[1] / spans[2]:.2f}x scoring   "
+            f"(load average now {os.getloadavg()[0]:.2f})"
+        )
         identical = all(
-            (Path(tmp) / "out1" / team.name / "metrics.json").read_bytes() == (Path(tmp) / "out2" / team.name / "metrics.json").read_bytes()
-            for team in subs.iterdir())
+            (Path(tmp) / "out1" / team.name / "metrics.json").read_bytes()
+            == (Path(tmp) / "out2" / team.name / "metrics.json").read_bytes()
+            for team in subs.iterdir()
+        )
         print(f"metrics.json identical between the 1- and 2-worker runs: {identical}")
         wall, _, summary = run(phase, subs, Path(tmp) / "out2", 2)
-        print(f"re-run on the finished output: {wall:.2f} s, units computed {summary['units_computed']}, "
-              f"submissions reused {summary['submissions_reused']}")
+        print(
+            f"re-run on the finished output: {wall:.2f} s, units computed {summary['units_computed']}, "
+            f"submissions reused {summary['submissions_reused']}"
+        )
 
 
 if __name__ == "__main__":

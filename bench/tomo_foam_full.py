@@ -36,10 +36,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from common import in_fresh_process, peak_rss_mb, run_cli  # noqa: E402
+
 from evaluation.readers.bitpack import pack  # noqa: E402
 from evaluation.readers.slabs import open_slabs, slab_bounds  # noqa: E402
-
-from common import in_fresh_process, peak_rss_mb, run_cli  # noqa: E402
 
 SHAPE = (1080, 1280, 1280)
 
@@ -100,7 +100,9 @@ def check_real_slices(labels: Path, expected: Path) -> None:
             plane = volume.read(int(z), int(z) + 1)
             same = hashlib.sha256(plane.tobytes()).hexdigest() == entry["sha256_uint8_flipped"]
             counts = {str(k): int(v) for k, v in enumerate(np.bincount(plane.ravel(), minlength=5))}
-            print(f"  real Foam-1 slice z={z}: sha256 {'matches' if same else 'DIFFERS'}, counts {'match' if counts == entry['label_counts'] else 'DIFFER'}")
+            print(
+                f"  real Foam-1 slice z={z}: sha256 {'matches' if same else 'DIFFERS'}, counts {'match' if counts == entry['label_counts'] else 'DIFFER'}"
+            )
 
 
 def write_submissions(labels: Path, folder: Path, plain: bool, seed: int = 7) -> tuple[Path, Path | None]:
@@ -119,7 +121,7 @@ def write_submissions(labels: Path, folder: Path, plain: bool, seed: int = 7) ->
         for z0, z1 in slab_bounds(SHAPE[0], 40, align=2):
             foam = np.roll(truth.read(z0, z1) == 1, 1, axis=2)
             foam ^= rng.random(foam.shape, dtype=np.float32) < 0.05
-            dataset[z0 // 2:z1 // 2] = pack(foam)
+            dataset[z0 // 2 : z1 // 2] = pack(foam)
             if out_plain is not None:
                 out_plain.write(foam.view(np.uint8).tobytes())
     if out_plain is not None:
@@ -169,7 +171,9 @@ def main() -> None:
             seconds = time.perf_counter() - started
             if code != 0:
                 sys.exit(f"rasterise failed ({code})\n{output[-3000:]}")
-            print(f"rasterise {'real Foam-1' if args.spheres else 'synthetic'} phantom (150 000 voids) -> .npy: {seconds:.1f} s, peak {peak:.0f} MB")
+            print(
+                f"rasterise {'real Foam-1' if args.spheres else 'synthetic'} phantom (150 000 voids) -> .npy: {seconds:.1f} s, peak {peak:.0f} MB"
+            )
         if args.expected:
             check_real_slices(labels, args.expected)
         packed, plain = write_submissions(labels, folder, args.plain)
@@ -180,8 +184,10 @@ def main() -> None:
             if submission is None:
                 continue
             seconds, rss, result = in_fresh_process(_score, str(phase), str(submission))
-            print(f"suite scoring, {kind}: {seconds:.2f} s ({result['cpu_seconds']:.1f} s CPU, all threads), peak {rss:.0f} MB, {seconds / floor:.1f} x floor;"
-                  f" harm_mean {result['harm_mean']:.6f}, dice_edge {result['dice_edge']:.6f}")
+            print(
+                f"suite scoring, {kind}: {seconds:.2f} s ({result['cpu_seconds']:.1f} s CPU, all threads), peak {rss:.0f} MB, {seconds / floor:.1f} x floor;"
+                f" harm_mean {result['harm_mean']:.6f}, dice_edge {result['dice_edge']:.6f}"
+            )
             out = folder / f"out-{submission.name}"
             cli = run_cli(submission, phase, out)
             if cli["exit"] != 0:

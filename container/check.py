@@ -36,7 +36,9 @@ def main(output: Path, expected: Path) -> int:
         if not produced.is_file():
             problems.append(f"{reference.name}: not written")
             continue
-        problems += [f"{reference.name}{d}" for d in differences(json.loads(produced.read_text()), json.loads(reference.read_text()))]
+        problems += [
+            f"{reference.name}{d}" for d in differences(json.loads(produced.read_text()), json.loads(reference.read_text()))
+        ]
     for line in problems:
         print(line)
     return 1 if problems else 0

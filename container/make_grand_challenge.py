@@ -32,7 +32,7 @@ def main() -> None:
     for number, case in enumerate(["case_b", "case_a"]):
         truth = np.zeros((8, 32, 32), np.uint8)
         truth[1:7, 4:28, 4:28] = 1
-        truth[3:5, 10:16, 10:16 + 4 * number] = 2
+        truth[3:5, 10:16, 10 : 16 + 4 * number] = 2
         prediction = truth.copy()
         prediction[rng.random(truth.shape) < 0.05] = 0
         prediction[2:4, 12:14, 20:24] = 2
@@ -40,11 +40,28 @@ def main() -> None:
         pk = str(uuid.UUID(int=int(rng.integers(1 << 62))))
         image(prediction, HERE / "input" / pk / "output" / "images" / "liver-segmentation" / f"{uuid.uuid4()}.mha")
         socket = lambda slug, path: {"slug": slug, "kind": "Segmentation", "super_kind": "Image", "relative_path": path}  # noqa: E731
-        jobs.append({
-            "pk": pk, "status": "Succeeded",
-            "inputs": [{"interface": socket("ct-image", "images/ct"), "image": {"pk": str(uuid.uuid4()), "name": f"{case}.mha"}, "file": None, "value": None}],
-            "outputs": [{"interface": socket("liver-segmentation", "images/liver-segmentation"), "image": {"pk": str(uuid.uuid4()), "name": "out.mha"}, "file": None, "value": None}],
-        })
+        jobs.append(
+            {
+                "pk": pk,
+                "status": "Succeeded",
+                "inputs": [
+                    {
+                        "interface": socket("ct-image", "images/ct"),
+                        "image": {"pk": str(uuid.uuid4()), "name": f"{case}.mha"},
+                        "file": None,
+                        "value": None,
+                    }
+                ],
+                "outputs": [
+                    {
+                        "interface": socket("liver-segmentation", "images/liver-segmentation"),
+                        "image": {"pk": str(uuid.uuid4()), "name": "out.mha"},
+                        "file": None,
+                        "value": None,
+                    }
+                ],
+            }
+        )
     (HERE / "input" / "predictions.json").write_text(json.dumps(jobs, indent=1))
 
 

@@ -82,7 +82,9 @@ def _safe_relative(name: str) -> PurePosixPath:
     try:
         longest = max((len(part.encode("utf-8")) for part in path.parts), default=0)
     except UnicodeEncodeError:
-        raise SubmissionError(f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters") from None
+        raise SubmissionError(
+            f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters"
+        ) from None
     if longest > MAX_NAME_BYTES:
         raise SubmissionError(f"archive entry {name!r} has a file or folder name longer than {MAX_NAME_BYTES} bytes; shorten it")
     if len(path.parts) > untrusted.MAX_DEPTH:
@@ -129,11 +131,15 @@ class _Writer:
     def _check_size(self, name: str, entry_written: int, compressed_size: int | None) -> None:
         limits = self.limits
         if self.written > limits.max_total_bytes:
-            raise SubmissionError(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
+            raise SubmissionError(
+                f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge"
+            )
         # per entry when the archive says how big it is compressed (zip), else for the whole archive
         produced, packed = (entry_written, compressed_size) if compressed_size is not None else (self.written, self.compressed)
         if produced > limits.ratio_min_bytes and produced > limits.max_ratio * max(packed, 1):
-            raise SubmissionError(f"archive entry {name!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb")
+            raise SubmissionError(
+                f"archive entry {name!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb"
+            )
 
 
 @contextmanager
@@ -143,7 +149,9 @@ def _creating(name: str):
     try:
         yield
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
-        raise SubmissionError(f"archive entry {name!r} clashes with another entry of the same name (a file and a folder, or a file twice)") from None
+        raise SubmissionError(
+            f"archive entry {name!r} clashes with another entry of the same name (a file and a folder, or a file twice)"
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             raise SubmissionError(f"archive entry {name!r} has a path too long to unpack; use shorter names") from None
@@ -183,7 +191,9 @@ def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
                 with zf.open(info) as source:
                     writer.file(info.filename, source, info.compress_size)
             except (zipfile.BadZipFile, zipfile.LargeZipFile, *_CORRUPT) as exc:
-                raise SubmissionError(f"archive entry {info.filename!r} cannot be read ({_reason(exc)}); the archive may be truncated or corrupt") from None
+                raise SubmissionError(
+                    f"archive entry {info.filename!r} cannot be read ({_reason(exc)}); the archive may be truncated or corrupt"
+                ) from None
 
 
 def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
@@ -200,12 +210,16 @@ def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
                     writer.folder(member.name)
                 elif member.isfile():
                     if writer.written + member.size > limits.max_total_bytes:
-                        raise SubmissionError(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
+                        raise SubmissionError(
+                            f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge"
+                        )
                     writer.file(member.name, tf.extractfile(member))
                 else:
                     raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
         except (tarfile.TarError, *_CORRUPT) as exc:
-            raise SubmissionError(f"{archive.name} cannot be read to the end ({_reason(exc)}); the archive may be truncated or corrupt") from None
+            raise SubmissionError(
+                f"{archive.name} cannot be read to the end ({_reason(exc)}); the archive may be truncated or corrupt"
+            ) from None
 
 
 def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:

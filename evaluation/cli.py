@@ -10,7 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, machine, organizer, phase as phases, platforms, report, runner, suites
+from evaluation import __version__, log, machine, organizer, platforms, report, runner, suites
+from evaluation import phase as phases
 from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
@@ -40,18 +41,33 @@ def parse_args(argv=None) -> argparse.Namespace:
             "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'."
         ),
     )
-    parser.add_argument("--input", type=Path, default=CONTAINER_INPUT,
-                        help="folder holding the submission: a .zip, a .zarr folder, or the files themselves (default: /input)")
-    parser.add_argument("--ground-truth", type=Path, default=None,
-                        help=f"phase folder with phase.yaml and ground truth (default: INPUT/ref on CodaBench, else "
-                             f"{PLATFORM_GROUND_TRUTH} if present, else the baked {BAKED_GROUND_TRUTH})")
-    parser.add_argument("--output", type=Path, default=CONTAINER_OUTPUT,
-                        help="folder that receives metrics.json (default: /output)")
-    parser.add_argument("--platform", choices=["auto", *platforms.PLATFORMS], default="auto",
-                        help="where the inputs come from: grand-challenge (INPUT/predictions.json lists algorithm jobs), "
-                             "codabench (INPUT/ref and INPUT/res; also writes scores.json), local; "
-                             "default: detected from the input folder")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes (default: phase option, else the CPUs available)")
+    parser.add_argument(
+        "--input",
+        type=Path,
+        default=CONTAINER_INPUT,
+        help="folder holding the submission: a .zip, a .zarr folder, or the files themselves (default: /input)",
+    )
+    parser.add_argument(
+        "--ground-truth",
+        type=Path,
+        default=None,
+        help=f"phase folder with phase.yaml and ground truth (default: INPUT/ref on CodaBench, else "
+        f"{PLATFORM_GROUND_TRUTH} if present, else the baked {BAKED_GROUND_TRUTH})",
+    )
+    parser.add_argument(
+        "--output", type=Path, default=CONTAINER_OUTPUT, help="folder that receives metrics.json (default: /output)"
+    )
+    parser.add_argument(
+        "--platform",
+        choices=["auto", *platforms.PLATFORMS],
+        default="auto",
+        help="where the inputs come from: grand-challenge (INPUT/predictions.json lists algorithm jobs), "
+        "codabench (INPUT/ref and INPUT/res; also writes scores.json), local; "
+        "default: detected from the input folder",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: phase option, else the CPUs available)"
+    )
     parser.add_argument("--log-level", default=None, help="debug, info, warning or error (default: info)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
@@ -63,10 +79,17 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission = platform.submission(phase, Path(scratch))
-        resources = Resources.detect(workers or phase.option("workers"), (phase.option("memory_limit_mb") or 0) * 1024**2,
-                                     phase.option("case_time_limit_s"))
-        _log.info("resources", workers=resources.workers, memory_budget_mb=resources.memory_bytes >> 20,
-                  limits_mb={name: value >> 20 for name, value in machine.memory_limits().items()})
+        resources = Resources.detect(
+            workers or phase.option("workers"),
+            (phase.option("memory_limit_mb") or 0) * 1024**2,
+            phase.option("case_time_limit_s"),
+        )
+        _log.info(
+            "resources",
+            workers=resources.workers,
+            memory_budget_mb=resources.memory_bytes >> 20,
+            limits_mb={name: value >> 20 for name, value in machine.memory_limits().items()},
+        )
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
@@ -78,8 +101,14 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
-    _log.info("written", output=str(platform.output / report.METRICS_FILE), cases=len(outcomes), failed=len(failures),
-              peak_rss_mb=machine.peak_rss_mb(), worker_peak_rss_mb=max(worker_peaks, default=None))
+    _log.info(
+        "written",
+        output=str(platform.output / report.METRICS_FILE),
+        cases=len(outcomes),
+        failed=len(failures),
+        peak_rss_mb=machine.peak_rss_mb(),
+        worker_peak_rss_mb=max(worker_peaks, default=None),
+    )
     if not failures:
         return EXIT_OK
     if any(f.kind != "submission" for f in failures):
@@ -94,8 +123,6 @@ def _last_line(text: str) -> None:
     """The line a participant sees: plain text, last on stderr."""
     sys.stderr.flush()
     print(" ".join(text.split()), file=sys.stderr, flush=True)
-
-
 
 
 def main(argv=None) -> int:

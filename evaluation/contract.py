@@ -38,8 +38,9 @@ class Resources:
     time_limit: float | None = None
 
     @classmethod
-    def detect(cls, workers: int | None = None, memory_limit_bytes: int | None = None,
-               time_limit: float | None = None) -> "Resources":
+    def detect(
+        cls, workers: int | None = None, memory_limit_bytes: int | None = None, time_limit: float | None = None
+    ) -> "Resources":
         """From what this process can see (``machine.memory_limits``, ``machine.cpu_count``),
         lowered by the phase's or the command line's settings."""
         limit = min([*machine.memory_limits().values(), *([memory_limit_bytes] if memory_limit_bytes else [])])
@@ -110,12 +111,15 @@ def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict
     (``kind``, ``message``, and for bugs ``traceback``), for the runner and for rescore."""
     if isinstance(exc, MemoryError):
         available = f"the {memory_cap / 2**30:.1f} GiB of memory" if memory_cap else "the memory"
-        return {"kind": "submission", "message": (
-            f"{key}: scoring it needed more than {available} available; submit smaller arrays (fewer voxels or a smaller data type)")}
+        return {
+            "kind": "submission",
+            "message": (
+                f"{key}: scoring it needed more than {available} available; submit smaller arrays (fewer voxels or a smaller data type)"
+            ),
+        }
     if isinstance(exc, GraderError):
         return {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
-    return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}",
-            "traceback": "".join(traceback.format_exception(exc))}
+    return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))}
 
 
 @dataclass

@@ -46,8 +46,10 @@ def table(header: list[str], body: list[list[str]], cls: str = "") -> str:
 
 def page(title: str, body: str, style: str = "") -> str:
     """A complete HTML document."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
-            f"<style>{style}</style></head>\n<body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+        f"<style>{style}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
 
 
 def csv_cell(value) -> str:

@@ -24,9 +24,7 @@ _secrets: re.Pattern | None = None
 def configure(level: str | None = None) -> None:
     level_name = (level or os.environ.get("EVALUATION_LOG_LEVEL", "info")).upper()
     renderer = (
-        structlog.dev.ConsoleRenderer(colors=False)
-        if sys.stderr.isatty()
-        else structlog.processors.JSONRenderer(sort_keys=False)
+        structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer(sort_keys=False)
     )
     structlog.configure(
         processors=[

@@ -18,8 +18,10 @@ def cpu_count() -> int:
 
 
 def _cgroup_cpu_quota() -> int | None:
-    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
-                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+    for quota_file, period_file in (
+        ("/sys/fs/cgroup/cpu.max", None),
+        ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+    ):
         try:
             values = open(quota_file).read().split()
             quota, period = (values[0], values[1]) if period_file is None else (values[0], open(period_file).read().strip())

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import schemas
-from evaluation.metrics.bootstrap import draw_counts, resampled_means
 from evaluation.errors import GraderError
+from evaluation.metrics.bootstrap import draw_counts, resampled_means
 
 METRICS_FILE = "metrics.json"
 
@@ -42,8 +42,10 @@ def metrics_document(suite_name: str, result, outcomes: dict, publish_cases: boo
         "suite": suite_name,
         **metrics,
         **({} if publish_cases else {"cases_withheld": True}),
-        "failures": [{"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}
-                     for i, o in enumerate(failures, 1)],
+        "failures": [
+            {"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}
+            for i, o in enumerate(failures, 1)
+        ],
     }
 
 
@@ -56,9 +58,17 @@ def ranking_interval(case_scores: dict, resamples: int = 1000, seed: int = 0, co
     means = resampled_means(values[None, :], draw_counts(values.size, resamples, seed))[0]
     tail = (1 - confidence) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
-    return {"statistic": "mean of case scores", "mean": float(values.mean()), "low": float(low), "high": float(high),
-            "half_width": float(high - low) / 2, "confidence": confidence, "resamples": resamples, "seed": seed,
-            "cases": int(values.size)}
+    return {
+        "statistic": "mean of case scores",
+        "mean": float(values.mean()),
+        "low": float(low),
+        "high": float(high),
+        "half_width": float(high - low) / 2,
+        "confidence": confidence,
+        "resamples": resamples,
+        "seed": seed,
+        "cases": int(values.size),
+    }
 
 
 def sanitize(value):

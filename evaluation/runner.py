@@ -66,8 +66,14 @@ class _Running:
         reply = json.loads(self.reply)
         if "traceback" in reply:
             _log.error("task_exception", task=key, traceback=reply["traceback"])
-        return Outcome(key, value=reply.get("value"), kind=reply.get("kind"), message=reply.get("message"),
-                       seconds=seconds, peak_rss_mb=reply.get("peak_rss_mb"))
+        return Outcome(
+            key,
+            value=reply.get("value"),
+            kind=reply.get("kind"),
+            message=reply.get("message"),
+            seconds=seconds,
+            peak_rss_mb=reply.get("peak_rss_mb"),
+        )
 
 
 def footprint(task: Task, baseline: int) -> int:
@@ -82,9 +88,14 @@ def _refusal(task: Task, memory_bytes: int, baseline: int) -> Outcome | None:
         return Outcome(task.key, kind="submission", message=task.refusal)
     if footprint(task, baseline) > memory_bytes:
         need, have = footprint(task, baseline) / 2**30, memory_bytes / 2**30
-        return Outcome(task.key, kind="submission", message=(
-            f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
-            "available; submit smaller arrays (fewer voxels or a smaller data type)"))
+        return Outcome(
+            task.key,
+            kind="submission",
+            message=(
+                f"{task.key}: scoring it would need about {need:.1f} GiB of memory, more than the {have:.1f} GiB "
+                "available; submit smaller arrays (fewer voxels or a smaller data type)"
+            ),
+        )
     return None
 
 
@@ -104,15 +115,23 @@ def run(tasks: list[Task], function, resources: Resources, worker_baseline: int 
                 if outcome is not None:
                     outcomes[r.task.key] = outcome
                     running.remove(r)
-                    _log.info("task_finished", task=r.task.key, ok=outcome.ok, seconds=round(outcome.seconds, 3),
-                              peak_rss_mb=outcome.peak_rss_mb, estimate_mb=r.task.memory_bytes // 2**20)
+                    _log.info(
+                        "task_finished",
+                        task=r.task.key,
+                        ok=outcome.ok,
+                        seconds=round(outcome.seconds, 3),
+                        peak_rss_mb=outcome.peak_rss_mb,
+                        estimate_mb=r.task.memory_bytes // 2**20,
+                    )
     finally:
         for r in running:
             r.process.kill()
     return outcomes
 
 
-def _start_what_fits(pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int, baseline: int) -> None:
+def _start_what_fits(
+    pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int, baseline: int
+) -> None:
     while pending and len(running) < workers:
         in_use = sum(footprint(r.task, baseline) for r in running)
         fits = [t for t in pending if in_use + footprint(t, baseline) <= memory_bytes]
@@ -140,6 +159,10 @@ def _collect(r: _Running, time_limit: float | None) -> Outcome | None:
     r.process.join()
     r.receiver.close()
     if timed_out:
-        return Outcome(r.task.key, kind="timeout", seconds=r.elapsed(),
-                       message=f"{r.task.key} took longer than the {time_limit:g} s allowed per case")
+        return Outcome(
+            r.task.key,
+            kind="timeout",
+            seconds=r.elapsed(),
+            message=f"{r.task.key} took longer than the {time_limit:g} s allowed per case",
+        )
     return r.outcome()

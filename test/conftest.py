@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.grading import FIXTURES
+
 
 @pytest.fixture
 def cellmap_phase(tmp_path):
@@ -35,4 +35,5 @@ def pytest_terminal_summary(terminalreporter):
     largest = max(measured, key=lambda m: m["peak_mb"])
     terminalreporter.write_line(
         f"hostile corpus: {len(measured)} kinds under {corpus.CAP_MB} MB and {corpus.TIME_LIMIT_S} s each; "
-        f"slowest {slowest['kind']!r} {slowest['seconds']:.1f} s; largest peak {largest['kind']!r} {largest['peak_mb']} MB")
+        f"slowest {slowest['kind']!r} {slowest['seconds']:.1f} s; largest peak {largest['kind']!r} {largest['peak_mb']} MB"
+    )

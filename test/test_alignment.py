@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from evaluation.suites.cellmap.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
 from evaluation.errors import SubmissionError
+from evaluation.suites.cellmap.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
 
 
 def _align(image, attrs, grid, instance=True, ratio=4096):
@@ -83,7 +83,11 @@ def test_native_float_prediction_is_not_thresholded():
         (np.zeros((2, 2, 2)), {"voxel_size": [8, 10**400, 8]}, "list of numbers"),
         (np.zeros((2, 2, 2)), {"translation": [0, 1e300, 0]}, "beyond any crop"),
         # 20 times the crop's voxel size: resampled to 40^3 = 8000 crops, beyond the ratio guard
-        (np.zeros((2, 2, 2)), {"voxel_size": [160, 160, 160]}, "resampled to the crop's voxel size, it would be 8000 times larger"),
+        (
+            np.zeros((2, 2, 2)),
+            {"voxel_size": [160, 160, 160]},
+            "resampled to the crop's voxel size, it would be 8000 times larger",
+        ),
     ],
 )
 def test_unusable_arrays_are_submission_errors(image, attrs, message):
@@ -103,7 +107,9 @@ def test_blockwise_resampling_equals_whole_array_when_blocks_align(monkeypatch, 
 
     monkeypatch.setattr(alignment, "CHUNK_EDGE", 4)
     image = np.random.default_rng(0).integers(0, 50, size=(12, 8, 16)).astype(np.uint32)
-    blocks = alignment._rescale_blocks(lambda region: image[region], image.shape, image.dtype, np.array([scale] * 3), instance=True)
+    blocks = alignment._rescale_blocks(
+        lambda region: image[region], image.shape, image.dtype, np.array([scale] * 3), instance=True
+    )
     whole = rescale(image, scale, order=0, mode="constant", preserve_range=True).astype(image.dtype)
     assert blocks.shape == whole.shape and (blocks == whole).all()
 
@@ -119,8 +125,15 @@ def test_large_semantic_arrays_take_the_blockwise_path(monkeypatch):
     image = np.zeros((8, 8, 8), np.uint8)
     image[2:6, 2:6, 2:6] = 1
     grid = Grid((8.0, 8.0, 8.0), (16, 16, 16), (0.0, 0.0, 0.0))
-    out = align(image, {"voxel_size": [16, 16, 16]}, grid, False,
-                read=lambda region: regions.append(region) or image[region], max_size_ratio=4096, display="crop1/x")
+    out = align(
+        image,
+        {"voxel_size": [16, 16, 16]},
+        grid,
+        False,
+        read=lambda region: regions.append(region) or image[region],
+        max_size_ratio=4096,
+        display="crop1/x",
+    )
     assert out.dtype == bool and out.shape == (16, 16, 16) and not out[:3].any()
     assert len(regions) == 8  # 2 x 2 x 2 blocks, never the whole array
     # each block is interpolated with zeros beyond its edges (mode "constant",

@@ -24,7 +24,9 @@ def _blobs(rng, shape, count=3, p=0.02):
     masks = []
     for _ in range(count):
         seeds = rng.random(shape) < p
-        masks.append(morphology.dilation(seeds.reshape(-1, *shape[-2:]), np.ones((1, 3, 3), bool)).reshape(shape).astype(np.uint8))
+        masks.append(
+            morphology.dilation(seeds.reshape(-1, *shape[-2:]), np.ones((1, 3, 3), bool)).reshape(shape).astype(np.uint8)
+        )
     return masks
 
 
@@ -52,7 +54,7 @@ def test_score_image_distances_equal_brute_force():
     shape = (1, 64, 64)
     masks = [np.zeros(shape, np.uint8) for _ in range(3)]
     for m, (r, c) in zip(masks, [(20, 22), (21, 24), (19, 21)]):
-        m[0, r:r + 12, c:c + 9] = 1
+        m[0, r : r + 12, c : c + 9] = 1
     model = np.zeros(shape, np.uint8)
     model[0, 23:33, 25:40] = 1
     model[0, 50, 5] = 1  # a far false positive: large distances

@@ -8,7 +8,6 @@ import csv
 import math
 
 import pytest
-
 from helpers.annotators_files import EXPECTED, write_phase, write_predictions
 from helpers.grading import differences, run_cli, validate_metrics
 
@@ -56,7 +55,10 @@ def test_per_image_csv_holds_the_same_numbers(runs, setting):
     assert [r["image_id"] for r in table] == sorted(EXPECTED)
     header = list(table[0])
     assert header[:8] == ["image_id", "A0", "A1", "A2", "Union", "Intersection", "Staple", "Model"]
-    assert header[8:16] == [f"{x}_jaccard" for x in ("A0", "A1", "A2", "Union", "Intersection", "Staple", "annotators_agree", "annotators_model_agree")]
+    assert header[8:16] == [
+        f"{x}_jaccard"
+        for x in ("A0", "A1", "A2", "Union", "Intersection", "Staple", "annotators_agree", "annotators_model_agree")
+    ]
     assert header[-6:] == ["A0_sensivity", "A1_sensivity", "A2_sensivity", "A0_specificity", "A1_specificity", "A2_specificity"]
     assert len(header) == 1 + 7 + 4 * 8 + 6
     for r in table:
@@ -65,7 +67,7 @@ def test_per_image_csv_holds_the_same_numbers(runs, setting):
         assert int(r["Staple"]) == expected["counts"]["Staple"]
         for column in header[8:]:
             want = expected[column]
-            assert (r[column] == "" if want is None else float(r[column]) == want), column
+            assert r[column] == "" if want is None else float(r[column]) == want, column
 
 
 def test_summary_is_mean_and_std_over_images(runs):
@@ -88,7 +90,9 @@ SURFACE = {"boundary": "msd_mean_of_means", "boundary_pooled": "assd_pooled"}
 def test_boundary_surface_distances_option(surface, tmp_path):
     """surface_distance: boundary / boundary_pooled give the contour-based values recorded under
     pred_vs.<X>.surface_boundary (null there = one mask empty, where the tool's sentinel applies)."""
-    phase = write_phase(tmp_path / "phase", f"suite: annotators\neval_class: 1\nreport: false\ndilation: false\nsurface_distance: {surface}\n")
+    phase = write_phase(
+        tmp_path / "phase", f"suite: annotators\neval_class: 1\nreport: false\ndilation: false\nsurface_distance: {surface}\n"
+    )
     submission = write_predictions(tmp_path / "input")
     run = run_cli(submission, phase, tmp_path / "out")
     assert run.code == 0, run.stderr
@@ -98,7 +102,9 @@ def test_boundary_surface_distances_option(surface, tmp_path):
         for x, recorded in expected["pred_vs"].items():
             boundary = recorded["surface_boundary"]
             want_hd, want_msd = (100.0, 100.0) if boundary is None else (boundary["hd"], boundary[SURFACE[surface]])
-            found += differences({"hd": row[f"{x}_hausdorff"], "msd": row[f"{x}_msd"]}, {"hd": want_hd, "msd": want_msd}, f"{case}/{x}")
+            found += differences(
+                {"hd": row[f"{x}_hausdorff"], "msd": row[f"{x}_msd"]}, {"hd": want_hd, "msd": want_msd}, f"{case}/{x}"
+            )
         # overlap and STAPLE do not depend on the distance definition
         assert row["Staple_jaccard"] == expected["tool_no_dilation"]["Staple_jaccard"]
     assert found == []

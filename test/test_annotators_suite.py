@@ -11,7 +11,6 @@ import zipfile
 import numpy as np
 import pytest
 import tifffile
-
 from helpers.annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
 from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
@@ -59,8 +58,15 @@ def test_example_scores_both_models_and_ranks_them(example):
 
 def test_example_writes_the_tables(example):
     out = example.output
-    for name in ("model_evaluation_unet.csv", "model_evaluation_baseline.csv", "mean_summary.csv", "std_summary.csv",
-                 "variance_summary.csv", "min_max_summary.csv", "summary.csv"):
+    for name in (
+        "model_evaluation_unet.csv",
+        "model_evaluation_baseline.csv",
+        "mean_summary.csv",
+        "std_summary.csv",
+        "variance_summary.csv",
+        "min_max_summary.csv",
+        "summary.csv",
+    ):
         assert (out / name).is_file(), name
     with open(out / "mean_summary.csv", newline="") as f:
         means = {r["id"]: r for r in csv.DictReader(f)}
@@ -74,14 +80,26 @@ def test_example_writes_the_tables(example):
     assert table["max_mean"]["annotators_agree_dice"] == "independent of model election"
     with open(out / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["model"], r["statistic"]) for r in rows] == [(m, s) for m in ("baseline", "unet") for s in ("mean", "std", "min", "max")]
+    assert [(r["model"], r["statistic"]) for r in rows] == [
+        (m, s) for m in ("baseline", "unet") for s in ("mean", "std", "min", "max")
+    ]
 
 
 def test_example_writes_plots_and_a_self_contained_report(example):
     out = example.output
     pngs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
-    families = ("findings", "jaccard", "dice", "hausdorff", "msd", "agreement_overlap", "agreement_hausdorff",
-                "agreement_msd", "staple_sensitivity", "staple_specificity")
+    families = (
+        "findings",
+        "jaccard",
+        "dice",
+        "hausdorff",
+        "msd",
+        "agreement_overlap",
+        "agreement_hausdorff",
+        "agreement_msd",
+        "staple_sensitivity",
+        "staple_specificity",
+    )
     for model in ("unet", "baseline"):
         for family in families:
             for kind in ("line", "box", "violin"):
@@ -210,7 +228,11 @@ def test_one_annotator_keeps_the_tools_reduced_columns(tmp_path):
     assert run.code == 0, run.stderr
     expected = EXPECTED["blob3"]["tool_no_dilation"]
     row = _row(run, "blob3")
-    assert row == {"counts": {"A0": 1}, "Model_count": 1, **{f"A0_{m}": expected[f"A0_{m}"] for m in ("jaccard", "dice", "hausdorff", "msd")}}
+    assert row == {
+        "counts": {"A0": 1},
+        "Model_count": 1,
+        **{f"A0_{m}": expected[f"A0_{m}"] for m in ("jaccard", "dice", "hausdorff", "msd")},
+    }
     assert run.metrics["aggregates"]["ranking_column"] == "A0_dice"
     with open(run.output / "model_evaluation_submission.csv", newline="") as f:
         header = next(csv.reader(f))
@@ -295,6 +317,8 @@ def test_platform_named_outputs_are_matched_by_case_name(tmp_path):
     outputs = write_predictions(tmp_path / "jobs", cases=TWO, suffix="_output")
     named = {case: next(outputs.glob(f"{case}_output.*")) for case in TWO}
     named["unrelated"] = named["blob3"]
-    plan = get("annotators").plan(Submission(outputs, named_files=named), phases.load(phase), Resources(workers=1, memory_bytes=1 << 30))
+    plan = get("annotators").plan(
+        Submission(outputs, named_files=named), phases.load(phase), Resources(workers=1, memory_bytes=1 << 30)
+    )
     assert {t.key: t.payload.prediction for t in plan.tasks} == {f"submission/{c}": str(named[c]) for c in TWO}
     assert plan.context.ignored == {"submission": [named["blob3"].name]}

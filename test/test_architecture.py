@@ -68,9 +68,15 @@ def _runtime_nodes(tree: ast.AST):
 def layer(name: str) -> int:
     if name == "evaluation":
         return 0
-    best = max(((len(prefix), index) for index, group in enumerate(LAYERS) for prefix in group
-                if name == prefix or name.startswith(prefix + ".")),
-               default=None)
+    best = max(
+        (
+            (len(prefix), index)
+            for index, group in enumerate(LAYERS)
+            for prefix in group
+            if name == prefix or name.startswith(prefix + ".")
+        ),
+        default=None,
+    )
     assert best is not None, f"{name} is in no layer of test_architecture.LAYERS"
     return best[1]
 
@@ -91,8 +97,12 @@ def test_every_import_points_down_or_sideways():
 
 
 def test_no_suite_imports_another():
-    crossing = [f"{a} -> {b}" for a, targets in graph().items() for b in targets
-                if suite_of(a) and suite_of(b) and suite_of(a) != suite_of(b)]
+    crossing = [
+        f"{a} -> {b}"
+        for a, targets in graph().items()
+        for b in targets
+        if suite_of(a) and suite_of(b) and suite_of(a) != suite_of(b)
+    ]
     assert not crossing, "shared code belongs in a shared layer:\n" + "\n".join(sorted(crossing))
 
 
@@ -105,7 +115,7 @@ def test_no_import_cycles():
         stack.append(node)
         for target in sorted(edges[node]):
             if state.get(target) == "open":
-                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+                cycles.append(" -> ".join(stack[stack.index(target) :] + [target]))
             elif target not in state:
                 visit(target, stack)
         stack.pop()
@@ -134,16 +144,24 @@ print(json.dumps(changed))
     names = [name for name in modules() if name != "evaluation.__main__"]
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    done = subprocess.run([sys.executable, "-c", probe, json.dumps(names)], capture_output=True, text=True,
-                          env={**os.environ, "TMPDIR": str(scratch)}, cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        cwd=tmp_path,
+        check=True,
+    )
     assert json.loads(done.stdout) == []
 
 
-@pytest.mark.parametrize("suite", sorted(json.loads((PACKAGE.parent / "schemas" / "phase.schema.json").read_text())
-                                         ["properties"]["suite"]["enum"]))
+@pytest.mark.parametrize(
+    "suite", sorted(json.loads((PACKAGE.parent / "schemas" / "phase.schema.json").read_text())["properties"]["suite"]["enum"])
+)
 def test_option_defaults_come_from_the_schema_alone(suite, tmp_path):
     """A phase naming only the suite: every option the suite reads equals the schema's default."""
-    from evaluation import phase as phases, suites
+    from evaluation import phase as phases
+    from evaluation import suites
 
     minimal = phases.Phase(root=tmp_path, suite=suite)
     defaults = phases.defaults(suite)

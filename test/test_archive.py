@@ -1,8 +1,8 @@
 """Safe unpacking: nothing leaves the target folder, nothing fills the disk."""
 
 import os
-import tarfile
 import stat
+import tarfile
 import zipfile
 
 import pytest
@@ -65,7 +65,7 @@ def test_headers_that_understate_the_size_are_refused(tmp_path):
     # rewrite the central directory's declared size to 10 bytes
     data = bytearray(archive.read_bytes())
     central = data.rfind(b"PK\x01\x02")
-    data[central + 24:central + 28] = (10).to_bytes(4, "little")
+    data[central + 24 : central + 28] = (10).to_bytes(4, "little")
     archive.write_bytes(bytes(data))
     with pytest.raises(SubmissionError):
         extract(archive, tmp_path / "out", Limits(max_total_bytes=1000))

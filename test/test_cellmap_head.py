@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 import zarr
-from scipy import ndimage
-
 from helpers.grading import FIXTURES, run_cli, validate_metrics
+from scipy import ndimage
 from test_cellmap_scoring import _three_blobs, semantic_example
+
 from evaluation.suites.cellmap import alignment, head, inputs
 from evaluation.suites.cellmap.alignment import Grid, align
 from evaluation.suites.cellmap.instances import normalize_distances
@@ -55,8 +55,11 @@ def _entry(**counts):
 def test_pooling_over_crops_and_plain_means_over_classes():
     inst = ("mito", "ld")
     entries = {
-        "crop1": {"mito": _entry(tp=3, fp=1, fn=0, hausdorff_norm_sum=3.5, n_hausdorff=4), "er": _entry(tp=2, fp=1, fn=1),
-                  "ld": _entry(tp=0, fp=0, fn=0, hausdorff_norm_sum=0.0, n_hausdorff=0)},
+        "crop1": {
+            "mito": _entry(tp=3, fp=1, fn=0, hausdorff_norm_sum=3.5, n_hausdorff=4),
+            "er": _entry(tp=2, fp=1, fn=1),
+            "ld": _entry(tp=0, fp=0, fn=0, hausdorff_norm_sum=0.0, n_hausdorff=0),
+        },
         "crop2": {"mito": head.missing_counts(True, VS, (2, 2, 2), 2), "er": _entry(tp=0, fp=0, fn=0)},
     }
     everything = head.combine(entries, inst, include_missing=True)
@@ -64,8 +67,14 @@ def test_pooling_over_crops_and_plain_means_over_classes():
     assert (mito["tp"], mito["fp"], mito["fn"]) == (3, 1, 2)
     assert mito["f1"] == 6 / 9 and mito["normalized_hausdorff_distance"] == 3.5 / 6
     assert mito["combined_score"] == pytest.approx((6 / 9 * 3.5 / 6) ** 0.5, rel=1e-15)
-    assert everything["label_scores"]["ld"] == {"f1": 1.0, "normalized_hausdorff_distance": 1.0, "combined_score": 1.0,
-                                                "tp": 0, "fp": 0, "fn": 0}  # nothing anywhere
+    assert everything["label_scores"]["ld"] == {
+        "f1": 1.0,
+        "normalized_hausdorff_distance": 1.0,
+        "combined_score": 1.0,
+        "tp": 0,
+        "fp": 0,
+        "fn": 0,
+    }  # nothing anywhere
     assert everything["label_scores"]["er"]["iou"] == 2 / 4
     assert everything["overall_instance_score"] == pytest.approx((mito["combined_score"] + 1.0) / 2, rel=1e-15)
     assert everything["overall_score"] == pytest.approx((everything["overall_instance_score"] * 0.5) ** 0.5, rel=1e-15)
@@ -130,7 +139,9 @@ def test_unmatched_option_counts_pathological_crops(cellmap_phase, tmp_path):
     assert scores["lyso"]["normalized_hausdorff_distance"] == pytest.approx(NORM_128, rel=1e-12)  # cap 32 * 8 / 2
 
     # ves pools the pathological crop109 with crop115, which the option leaves as the reference scores it.
-    crop115 = json.loads((FIXTURES / "cellmap" / "expected-head.json").read_text())["cases"]["h_too_many_instances"]["scores"]["crop115"]["ves"]
+    crop115 = json.loads((FIXTURES / "cellmap" / "expected-head.json").read_text())["cases"]["h_too_many_instances"]["scores"][
+        "crop115"
+    ]["ves"]
     n_gt, n_pred = counts[("crop109", "ves")]
     tp, fp, fn = crop115["tp"], crop115["fp"] + n_pred, crop115["fn"] + n_gt
     nhd = (crop115["hausdorff_norm_sum"] + (n_gt + n_pred) * NORM_128) / (crop115["n_hausdorff"] + n_gt + n_pred)
@@ -156,8 +167,16 @@ def test_large_array_without_voxel_size(head, monkeypatch):
     coarse = np.arange(1, 1 + 4 * 6 * 8, dtype=np.uint32).reshape(4, 6, 8)
     fine = np.kron(coarse, np.ones((2, 2, 2), np.uint32))  # each coarse voxel as a 2x2x2 block
     grid = Grid((8.0, 8.0, 8.0), coarse.shape, (0.0, 0.0, 0.0))
-    out = align(fine, {}, grid, True, read=lambda region: fine[region], max_size_ratio=4096, display="crop1/mito",
-                infer_scale_from_shape=head)
+    out = align(
+        fine,
+        {},
+        grid,
+        True,
+        read=lambda region: fine[region],
+        max_size_ratio=4096,
+        display="crop1/mito",
+        infer_scale_from_shape=head,
+    )
     if head:
         assert out.shape == coarse.shape and (out == coarse).all()
     else:  # v2: centre crop of the fine array

@@ -6,7 +6,6 @@ import json
 import zipfile
 
 import pytest
-
 from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 VERSIONS = ("v2", "head")

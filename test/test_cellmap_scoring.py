@@ -82,8 +82,15 @@ def test_semantic_scores_by_hand_and_both_empty():
 
 def test_aggregation_is_voxel_weighted():
     """aggregation.py combine_scores, case d / ld: (1.0 * 32768 + 0 * 38400) / 71168."""
-    found = {"combined_score": 1.0, "mean_accuracy": 1.0, "hausdorff_distance": 0.0, "normalized_hausdorff_distance": 1.0,
-             "num_voxels": 32768, "voxel_size": list(VS), "is_missing": False}
+    found = {
+        "combined_score": 1.0,
+        "mean_accuracy": 1.0,
+        "hausdorff_distance": 0.0,
+        "normalized_hausdorff_distance": 1.0,
+        "num_voxels": 32768,
+        "voxel_size": list(VS),
+        "is_missing": False,
+    }
     entries = {"crop104": {"ld": found}, "crop105": {"ld": missing_entry(None, True, VS, (24, 40, 40))}}
     everything = combine(entries, ("ld",), include_missing=True)
     assert everything["label_scores"]["ld"]["combined_score"] == pytest.approx(0.460431654676259, rel=1e-12)

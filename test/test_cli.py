@@ -6,7 +6,6 @@ import shutil
 import zipfile
 
 import pytest
-
 from helpers.grading import ROOT, differences, run_cli, validate_metrics
 
 
@@ -138,7 +137,8 @@ def test_container_expectations_are_what_the_grader_writes(tmp_path):
     assert differences(baked.metrics, expected) == []
     reference = json.loads((ROOT / "test" / "fixtures" / "cellmap" / "expected-v2.json").read_text())
     assert expected["aggregates"]["overall_score"] == pytest.approx(
-        reference["cases"]["b_split_merge_jitter"]["scores"]["overall_score"], rel=1e-12)
+        reference["cases"]["b_split_merge_jitter"]["scores"]["overall_score"], rel=1e-12
+    )
 
 
 def test_every_suite_named_by_the_schema_is_a_registered_module():

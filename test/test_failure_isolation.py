@@ -5,10 +5,9 @@ import json
 import os
 import signal
 
-from evaluation import cli, platforms
-from evaluation.phase import Phase
-from evaluation import suites
+from evaluation import cli, platforms, suites
 from evaluation.contract import Plan, Result, Suite, Task
+from evaluation.phase import Phase
 
 
 class Fragile(Suite):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import tifffile
 import zarr
-
 from helpers.grading import differences, run_cli, validate_metrics
 from test_fisbe_parity import CASES, COUNTS, make_phase
 
@@ -23,7 +22,9 @@ def read_pred(submission, sample="s0"):
 def scores(run):
     assert run.code == 0, run.stderr[-2000:]
     validate_metrics(run.metrics)
-    return {name: {k: entry[k] for k in ("general", "confusion_matrix")} for name, entry in run.metrics["case"].items()}, run.metrics["aggregates"]
+    return {
+        name: {k: entry[k] for k in ("general", "confusion_matrix")} for name, entry in run.metrics["case"].items()
+    }, run.metrics["aggregates"]
 
 
 def reference_scores(case):
@@ -47,12 +48,15 @@ def replace_prediction(submission, name, writer):
     writer(submission / name, data)
 
 
-@pytest.mark.parametrize("name,writer", [
-    ("s0.h5", lambda p, d: h5py.File(p, "w").create_dataset(KEY, data=d).file.close()),
-    ("s0.tif", lambda p, d: tifffile.imwrite(p, d)),
-    ("s0.zarr", lambda p, d: zarr.open_group(str(p), mode="w", zarr_format=2).create_array(KEY, data=d, chunks=(16, 64, 64))),
-    ("s0.hdf", lambda p, d: h5py.File(p, "w").create_dataset("other/name", data=d[None], chunks=(1, 8, 32, 32)).file.close()),
-])
+@pytest.mark.parametrize(
+    "name,writer",
+    [
+        ("s0.h5", lambda p, d: h5py.File(p, "w").create_dataset(KEY, data=d).file.close()),
+        ("s0.tif", lambda p, d: tifffile.imwrite(p, d)),
+        ("s0.zarr", lambda p, d: zarr.open_group(str(p), mode="w", zarr_format=2).create_array(KEY, data=d, chunks=(16, 64, 64))),
+        ("s0.hdf", lambda p, d: h5py.File(p, "w").create_dataset("other/name", data=d[None], chunks=(1, 8, 32, 32)).file.close()),
+    ],
+)
 def test_formats_and_layouts_score_alike(h_case, tmp_path, name, writer):
     """.h5, .tif, chunked .zarr, and an .hdf whose only dataset has another name and a leading
     size-1 axis (squeezed away) all give the .hdf result."""
@@ -116,11 +120,14 @@ def test_unmatched_submission_is_rejected(tmp_path):
     assert run.code == 2 and "no prediction matches a test sample" in run.last_line
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda d: d - 5, "negative ids"),
-    (lambda d: np.pad(d, ((0, 2), (0, 0), (0, 0)))[:, :-3], "larger than the image in some axes"),
-    (lambda d: d[0], "expected a (z, y, x) label image"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d - 5, "negative ids"),
+        (lambda d: np.pad(d, ((0, 2), (0, 0), (0, 0)))[:, :-3], "larger than the image in some axes"),
+        (lambda d: d[0], "expected a (z, y, x) label image"),
+    ],
+)
 def test_unusable_prediction_is_a_submission_error(h_case, tmp_path, change, message):
     phase, submission, _ = h_case
     data = change(read_pred(submission).astype(np.int32))
@@ -133,7 +140,9 @@ def test_unusable_prediction_is_a_submission_error(h_case, tmp_path, change, mes
 
 def test_split_file_and_partly_true(tmp_path):
     phase, submission = make_phase(tmp_path, "g2_mixed_partly", partly=[])
-    (phase / "splits.txt").write_text("(1) samples for FlyLight completely:\ntest:\nm0\nm1\n(2) samples for FlyLight partly:\ntest:\nm2\nm3\n")
+    (phase / "splits.txt").write_text(
+        "(1) samples for FlyLight completely:\ntest:\nm0\nm1\n(2) samples for FlyLight partly:\ntest:\nm2\nm3\n"
+    )
     (phase / "phase.yaml").write_text("suite: fisbe\nsplit_file: splits.txt\n")
     _, aggregates = scores(run_cli(submission, phase, tmp_path / "split"))
     assert aggregates["S"] == CASES["g2_mixed_partly"]["aggregate"]["combined"]["S"]

@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import fisbe_dense
+from helpers import fisbe_synthetic as syn
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
@@ -25,8 +27,6 @@ from evaluation.suites.fisbe.image import unify
 from evaluation.suites.fisbe.inputs import crops, natural_key
 from evaluation.suites.fisbe.many_to_many import LazyHeap, many_to_many, split_merge_counts
 from evaluation.suites.fisbe.options import read_split_file
-from helpers import fisbe_dense
-from helpers import fisbe_synthetic as syn
 
 
 def random_masks(seed: int, count: int):
@@ -83,8 +83,14 @@ def test_importing_lee_thinning_from_a_read_only_install_has_no_side_effect(tmp_
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
-    done = subprocess.run([sys.executable, "-B", "-c", _READ_ONLY_PROBE, str(install)], capture_output=True, text=True,
-                          env={**env, "TMPDIR": str(scratch)}, cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", _READ_ONLY_PROBE, str(install)],
+        capture_output=True,
+        text=True,
+        env={**env, "TMPDIR": str(scratch)},
+        cwd=tmp_path,
+        check=True,
+    )
     result = json.loads(done.stdout)
     assert result == {"unchanged": True, "compiled": True, "cache": str(scratch / "evaluation-numba-cache")}
     (seeded,) = (scratch / "evaluation-numba-cache").iterdir()
@@ -173,7 +179,7 @@ def test_lazy_heap_revival_and_consumed_keys():
 def test_many_to_many_without_overlaps_is_thresholding():
     recall = np.zeros((3, 4), np.float32)
     recall[1, 1:] = [0.6, 0.3, 0.0]  # GT 1 split over predictions 1 and 2
-    recall[2, 2] = 0.5              # prediction 2 also covers GT 2: a merge
+    recall[2, 2] = 0.5  # prediction 2 also covers GT 2: a merge
     matches = many_to_many(recall, 0.1, overlaps=False, hits=[])
     assert matches == {0: [0, 1], 1: [1]}
     assert split_merge_counts(matches, 3) == (1, 1)
@@ -248,10 +254,23 @@ def test_natural_order_and_split_file(tmp_path):
 def test_pooled_f1_uses_summed_counts_not_mean_of_f1():
     def image(tp, fp, fn, covs):
         table = {"AP_TP": tp, "AP_FP": fp, "AP_FN": fn}
-        general = {"Num GT": tp + fn, "Num Pred": tp + fp, "FM": 0, "FS": 0, "TP_05": tp, "TP_05_cldice": [0.5] * tp,
-                   "gt_skel_coverage": covs, "GT_dim": 0, "TP_05_dim": 0, "gt_covs_dim": [], "GT_overlap": 0,
-                   "TP_05_overlap": 0, "gt_covs_overlap": []}
+        general = {
+            "Num GT": tp + fn,
+            "Num Pred": tp + fp,
+            "FM": 0,
+            "FS": 0,
+            "TP_05": tp,
+            "TP_05_cldice": [0.5] * tp,
+            "gt_skel_coverage": covs,
+            "GT_dim": 0,
+            "TP_05_dim": 0,
+            "gt_covs_dim": [],
+            "GT_overlap": 0,
+            "TP_05_overlap": 0,
+            "gt_covs_overlap": [],
+        }
         return {"general": general, "confusion_matrix": {fisbe_image.table_name(t): table for t in fisbe_image.POOLED_THRESHOLDS}}
+
     pooled = pool([image(1, 0, 0, [1.0]), image(0, 3, 1, [0.0])])
     # F1 = 2*1 / (2*1 + 3 + 1) = 1/3 at every threshold; C = mean(1, 0) = 0.5
     assert pooled["general"]["avFscore"] == pytest.approx(1 / 3, rel=1e-15)
@@ -281,10 +300,21 @@ def test_no_truth_instances_gives_natural_values():
 
 def test_combining_sets_without_truth_or_matches_gives_zeros():
     def empty_set():
-        confusion = {fisbe_image.table_name(t): {"fscore": 0.0, "AP_TP": 0, "AP_FP": 0, "AP_FN": 0} for t in fisbe_image.POOLED_THRESHOLDS}
-        general = {"Num GT": np.int64(0), "Num Pred": np.int64(2), "avg_gt_skel_coverage": 0.0, "avFscore": 0.0,
-                   "FM": np.int64(0), "FS": np.int64(0), "TP_05": np.int64(0), "TP_05_cldice": []}
+        confusion = {
+            fisbe_image.table_name(t): {"fscore": 0.0, "AP_TP": 0, "AP_FP": 0, "AP_FN": 0} for t in fisbe_image.POOLED_THRESHOLDS
+        }
+        general = {
+            "Num GT": np.int64(0),
+            "Num Pred": np.int64(2),
+            "avg_gt_skel_coverage": 0.0,
+            "avFscore": 0.0,
+            "FM": np.int64(0),
+            "FS": np.int64(0),
+            "TP_05": np.int64(0),
+            "TP_05_cldice": [],
+        }
         return {"S": 0.0, "general": general, "confusion_matrix": confusion, "gt_covs": []}
+
     combined = combine_sets(empty_set(), empty_set())
     assert combined["general"]["TP_05_rel"] == 0.0 and combined["general"]["avg_TP_05_cldice"] == 0.0
     assert combined["general"]["Num Pred"] == 4 and combined["S"] == 0.0

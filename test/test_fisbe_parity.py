@@ -13,14 +13,27 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
 from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 KIT = FIXTURES / "fisbe"
 EXPECTED = json.loads((KIT / "expected.json").read_text())
 CASES = EXPECTED["cases"]
-COUNTS = ("Num GT", "Num Pred", "TP_05", "FM", "FS", "GT_dim", "TP_05_dim", "GT_overlap", "TP_05_overlap",
-          "AP_TP", "AP_FP", "AP_FN", "false_split", "false_merge")
+COUNTS = (
+    "Num GT",
+    "Num Pred",
+    "TP_05",
+    "FM",
+    "FS",
+    "GT_dim",
+    "TP_05_dim",
+    "GT_overlap",
+    "TP_05_overlap",
+    "AP_TP",
+    "AP_FP",
+    "AP_FN",
+    "false_split",
+    "false_merge",
+)
 
 
 def make_phase(tmp_path, case: str, partly: list[str] | None = None):
@@ -52,6 +65,7 @@ def float32_mismatches(got: dict, expected: dict, dtypes: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
     """Every case scored once through the CLI (two at a time): case -> (run, metrics)."""
+
     def score(case):
         folder = tmp_path_factory.mktemp(case)
         phase, submission = make_phase(folder, case)
@@ -119,10 +133,27 @@ def test_empty_prediction_with_overlapping_truth_gives_natural_values(scored):
     assert run.code == 0, run.stderr[-2000:]
     general = metrics["case"]["s0"]["general"]
     assert general == {
-        "Num GT": 3, "Num Pred": 0, "TP_05": 0, "TP_05_rel": 0.0, "TP_05_cldice": [], "avg_TP_05_cldice": 0.0,
-        "gt_skel_coverage": [0.0, 0.0, 0.0], "avg_gt_skel_coverage": 0.0, "avg_f1_cov_score": 0.0, "FM": 0, "FS": 0,
-        "GT_dim": 1, "TP_05_dim": 0, "TP_05_rel_dim": 0.0, "gt_covs_dim": [], "avg_gt_cov_dim": 0,
-        "GT_overlap": 2, "TP_05_overlap": 0, "TP_05_rel_overlap": 0.0, "gt_covs_overlap": [0.0, 0.0], "avg_gt_cov_overlap": 0.0,
+        "Num GT": 3,
+        "Num Pred": 0,
+        "TP_05": 0,
+        "TP_05_rel": 0.0,
+        "TP_05_cldice": [],
+        "avg_TP_05_cldice": 0.0,
+        "gt_skel_coverage": [0.0, 0.0, 0.0],
+        "avg_gt_skel_coverage": 0.0,
+        "avg_f1_cov_score": 0.0,
+        "FM": 0,
+        "FS": 0,
+        "GT_dim": 1,
+        "TP_05_dim": 0,
+        "TP_05_rel_dim": 0.0,
+        "gt_covs_dim": [],
+        "avg_gt_cov_dim": 0,
+        "GT_overlap": 2,
+        "TP_05_overlap": 0,
+        "TP_05_rel_overlap": 0.0,
+        "gt_covs_overlap": [0.0, 0.0],
+        "avg_gt_cov_overlap": 0.0,
     }
     confusion = metrics["case"]["s0"]["confusion_matrix"]
     for name, table in confusion.items():
@@ -131,14 +162,43 @@ def test_empty_prediction_with_overlapping_truth_gives_natural_values(scored):
         else:
             assert table == 0.0
     aggregates = metrics["aggregates"]
-    assert {k: aggregates[k] for k in ("S", "avF1", "C", "clDiceTP", "tp", "FS", "FM")} == \
-        {"S": 0.0, "avF1": 0.0, "C": 0.0, "clDiceTP": 0.0, "tp": 0.0, "FS": 0, "FM": 0}
-    assert aggregates["per_threshold"] == {"threshold": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-                                           "tp": [0] * 9, "fp": [0] * 9, "fn": [3] * 9}
-    assert {k: aggregates["general"][k] for k in ("GT_dim", "TP_05_dim", "TP_05_rel_dim", "avg_gt_cov_dim", "GT_overlap",
-                                                  "TP_05_overlap", "TP_05_rel_overlap", "avg_gt_cov_overlap")} == \
-        {"GT_dim": 1, "TP_05_dim": 0, "TP_05_rel_dim": 0.0, "avg_gt_cov_dim": 0.0, "GT_overlap": 2, "TP_05_overlap": 0,
-         "TP_05_rel_overlap": 0.0, "avg_gt_cov_overlap": 0.0}
+    assert {k: aggregates[k] for k in ("S", "avF1", "C", "clDiceTP", "tp", "FS", "FM")} == {
+        "S": 0.0,
+        "avF1": 0.0,
+        "C": 0.0,
+        "clDiceTP": 0.0,
+        "tp": 0.0,
+        "FS": 0,
+        "FM": 0,
+    }
+    assert aggregates["per_threshold"] == {
+        "threshold": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        "tp": [0] * 9,
+        "fp": [0] * 9,
+        "fn": [3] * 9,
+    }
+    assert {
+        k: aggregates["general"][k]
+        for k in (
+            "GT_dim",
+            "TP_05_dim",
+            "TP_05_rel_dim",
+            "avg_gt_cov_dim",
+            "GT_overlap",
+            "TP_05_overlap",
+            "TP_05_rel_overlap",
+            "avg_gt_cov_overlap",
+        )
+    } == {
+        "GT_dim": 1,
+        "TP_05_dim": 0,
+        "TP_05_rel_dim": 0.0,
+        "avg_gt_cov_dim": 0.0,
+        "GT_overlap": 2,
+        "TP_05_overlap": 0,
+        "TP_05_rel_overlap": 0.0,
+        "avg_gt_cov_overlap": 0.0,
+    }
 
 
 def test_partly_flag_changes_the_score(tmp_path):

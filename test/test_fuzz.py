@@ -10,17 +10,18 @@ import os
 import tarfile
 import zipfile
 
+import h5py
 import numpy as np
 import SimpleITK as sitk
 import tifffile
-import h5py
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from evaluation import contract, machine, runner
+from evaluation import contract, runner
 from evaluation.archive import Limits, extract
+from evaluation.contract import Task
 from evaluation.errors import SubmissionError
 from evaluation.readers import images, zarr_store
-from evaluation.contract import Task
 
 settings.register_profile("ci", max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck))
@@ -109,9 +110,18 @@ def test_readers_survive_any_bytes(tmp_path_factory, data):
         assert outcome.ok, f"{suffix}: {outcome.kind}: {outcome.message}"
 
 
-@given(st.dictionaries(st.sampled_from(["shape", "chunks", "dtype", "compressor", "filters", "fill_value", "order", "zarr_format"]),
-                       st.one_of(st.integers(-5, 70), st.text(max_size=6), st.lists(st.integers(-2, 9), max_size=4), st.none(),
-                                 st.fixed_dictionaries({"id": st.sampled_from(["blosc", "pickle", "zlib", "json2", "x"])}))))
+@given(
+    st.dictionaries(
+        st.sampled_from(["shape", "chunks", "dtype", "compressor", "filters", "fill_value", "order", "zarr_format"]),
+        st.one_of(
+            st.integers(-5, 70),
+            st.text(max_size=6),
+            st.lists(st.integers(-2, 9), max_size=4),
+            st.none(),
+            st.fixed_dictionaries({"id": st.sampled_from(["blosc", "pickle", "zlib", "json2", "x"])}),
+        ),
+    )
+)
 def test_zarr_metadata_of_any_shape_is_refused_cleanly(tmp_path_factory, metadata):
     import json
 

@@ -30,18 +30,19 @@ import h5py
 import numpy as np
 import pytest
 import tifffile
-from hypothesis import HealthCheck, given, settings, strategies as st
+from helpers.opens import Opens
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import hdf5, images, tiff
-from evaluation.readers.slabs import open_slabs
 from evaluation.readers.label_stacks import open_labels
+from evaluation.readers.slabs import open_slabs
 from evaluation.readers.tomo_volumes import open_binary
 from evaluation.suites.fisbe.inputs import Sample, prediction_voxel_limit
 from evaluation.suites.fisbe.scoring import load_sample
-from helpers.opens import Opens
 
-LABELS = (np.arange(4 * 6 * 8, dtype=np.uint16).reshape(4, 6, 8) % 5)
+LABELS = np.arange(4 * 6 * 8, dtype=np.uint16).reshape(4, 6, 8) % 5
 FISBE_PREDICTION_KEYS = ("volumes/labels", "volumes/gmm_label_cleaned")  # the fisbe phase's default prediction_key
 
 
@@ -138,8 +139,7 @@ def _virtual_unlimited(path, truth):
 
 def _external_storage(path, truth):
     with h5py.File(path, "w") as f:
-        f.create_dataset("volumes/labels", shape=LABELS.shape, dtype="<u2",
-                         external=[(str(truth / "raw.bin"), 0, LABELS.nbytes)])
+        f.create_dataset("volumes/labels", shape=LABELS.shape, dtype="<u2", external=[(str(truth / "raw.bin"), 0, LABELS.nbytes)])
 
 
 REFERENCES = {
@@ -159,8 +159,7 @@ ENTRY_POINTS = {
     "open_slabs(key)": lambda p: open_slabs(p, key="volumes/labels", display="pred.h5"),
     "open_slabs(only dataset)": lambda p: open_slabs(p, display="pred.h5"),
     "tomo open_binary (vol, then only dataset)": lambda p: open_binary(p, LABELS.shape, "pred.h5"),
-    "sparse open_labels (keys, then only dataset)": lambda p: open_labels(
-        p, FISBE_PREDICTION_KEYS, "pred.h5").__enter__(),
+    "sparse open_labels (keys, then only dataset)": lambda p: open_labels(p, FISBE_PREDICTION_KEYS, "pred.h5").__enter__(),
     "hdf5.probe(keys)": lambda p: hdf5.probe(p, display="pred.h5", keys=("volumes/labels", "vol")),
 }
 
@@ -237,12 +236,16 @@ def test_only_a_bounded_description_attribute_is_read(tmp_path):
 
 
 def _ome_xml(uuid: str, files: dict[str, str]) -> str:
-    planes = "".join(f'<TiffData IFD="0" FirstZ="{z}" PlaneCount="1"><UUID FileName="{name}">{ref}</UUID></TiffData>'
-                     for z, (name, ref) in enumerate(files.items()))
-    return (f'<?xml version="1.0" encoding="UTF-8"?><OME xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06" '
-            f'UUID="{uuid}"><Image ID="Image:0"><Pixels ID="Pixels:0" DimensionOrder="XYZCT" Type="uint8" SizeX="4" '
-            f'SizeY="3" SizeZ="{len(files)}" SizeC="1" SizeT="1"><Channel ID="Channel:0:0" SamplesPerPixel="1"/>'
-            f"{planes}</Pixels></Image></OME>")
+    planes = "".join(
+        f'<TiffData IFD="0" FirstZ="{z}" PlaneCount="1"><UUID FileName="{name}">{ref}</UUID></TiffData>'
+        for z, (name, ref) in enumerate(files.items())
+    )
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><OME xmlns="http://www.openmicroscopy.org/Schemas/OME/2016-06" '
+        f'UUID="{uuid}"><Image ID="Image:0"><Pixels ID="Pixels:0" DimensionOrder="XYZCT" Type="uint8" SizeX="4" '
+        f'SizeY="3" SizeZ="{len(files)}" SizeC="1" SizeT="1"><Channel ID="Channel:0:0" SamplesPerPixel="1"/>'
+        f"{planes}</Pixels></Image></OME>"
+    )
 
 
 def test_multi_file_tiff_flavours_never_open_other_files(tmp_path):
@@ -251,11 +254,19 @@ def test_multi_file_tiff_flavours_never_open_other_files(tmp_path):
     (Micro-Manager and NDTiff companions included)."""
     folder = tmp_path / "upload"
     folder.mkdir()
-    files = {"s.ome.tif": "urn:uuid:11111111-1111-1111-1111-111111111111",
-             "secret.ome.tif": "urn:uuid:22222222-2222-2222-2222-222222222222"}
-    tifffile.imwrite(folder / "s.ome.tif", np.ones((3, 4), np.uint8), description=_ome_xml(files["s.ome.tif"], files), metadata=None)
-    tifffile.imwrite(folder / "secret.ome.tif", np.full((3, 4), 7, np.uint8), description=_ome_xml(files["secret.ome.tif"], files),
-                     metadata=None)
+    files = {
+        "s.ome.tif": "urn:uuid:11111111-1111-1111-1111-111111111111",
+        "secret.ome.tif": "urn:uuid:22222222-2222-2222-2222-222222222222",
+    }
+    tifffile.imwrite(
+        folder / "s.ome.tif", np.ones((3, 4), np.uint8), description=_ome_xml(files["s.ome.tif"], files), metadata=None
+    )
+    tifffile.imwrite(
+        folder / "secret.ome.tif",
+        np.full((3, 4), 7, np.uint8),
+        description=_ome_xml(files["secret.ome.tif"], files),
+        metadata=None,
+    )
     (folder / "NDTiff.index").write_bytes(bytes(64))
     tifffile.imwrite(folder / "s_MMStack_1.ome.tif", np.zeros((3, 4), np.uint8))
     with Opens(folder) as watch, tifffile.TiffFile(folder / "s.ome.tif") as tif:
@@ -291,14 +302,17 @@ def test_links_and_special_files_are_refused_before_opening(tmp_path, truth):
 def _isolated(script: str, limit: int = 1 << 30, timeout: float = 120) -> dict:
     """Run ``script`` (which sets ``result``) in a fresh interpreter under ``RLIMIT_DATA``;
     returns its result with the elapsed time and peak resident memory (``VmHWM``)."""
-    program = textwrap.dedent(f"""
+    program = (
+        textwrap.dedent(f"""
         import json, resource, sys, time
         resource.setrlimit(resource.RLIMIT_DATA, ({limit}, {limit}))
         from evaluation.errors import SubmissionError
         from evaluation.readers import hdf5, tiff
         started = time.monotonic()
         try:
-    """) + textwrap.indent(textwrap.dedent(script), "    ") + textwrap.dedent("""
+    """)
+        + textwrap.indent(textwrap.dedent(script), "    ")
+        + textwrap.dedent("""
         except SubmissionError as exc:
             result = {"refused": str(exc)}
         except MemoryError:
@@ -307,8 +321,14 @@ def _isolated(script: str, limit: int = 1 << 30, timeout: float = 120) -> dict:
         result["peak_mb"] = next(int(l.split()[1]) // 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
         print(json.dumps(result))
     """)
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=timeout,
-                          cwd=Path(__file__).resolve().parent.parent)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -334,8 +354,17 @@ def _xz_bomb(total: int, block: int = 64 << 20) -> bytes:
     return one * (total // block)
 
 
-def _tiff_bytes(width: int, length: int, strips: list[bytes], *, compression: int = 1, bits: int = 8,
-                rows: int | None = None, pages: int = 1, share_strips: bool = False) -> bytes:
+def _tiff_bytes(
+    width: int,
+    length: int,
+    strips: list[bytes],
+    *,
+    compression: int = 1,
+    bits: int = 8,
+    rows: int | None = None,
+    pages: int = 1,
+    share_strips: bool = False,
+) -> bytes:
     """A minimal little-endian TIFF: ``pages`` IFDs, each with the given strips (or, with
     ``share_strips``, all pointing at the first page's strips)."""
     out = bytearray(b"II*\x00\x00\x00\x00\x00")
@@ -358,8 +387,17 @@ def _tiff_bytes(width: int, length: int, strips: list[bytes], *, compression: in
         extra = bytearray()
         ifd = len(out)
         n = len(strips)
-        tags = [(256, 4, 1, width), (257, 4, 1, length), (258, 3, 1, bits), (259, 3, 1, compression), (262, 3, 1, 1),
-                (273, 4, n, strip_offsets), (277, 3, 1, 1), (278, 4, 1, rows), (279, 4, n, counts)]
+        tags = [
+            (256, 4, 1, width),
+            (257, 4, 1, length),
+            (258, 3, 1, bits),
+            (259, 3, 1, compression),
+            (262, 3, 1, 1),
+            (273, 4, n, strip_offsets),
+            (277, 3, 1, 1),
+            (278, 4, 1, rows),
+            (279, 4, n, counts),
+        ]
         entries = bytearray()
         value_base = ifd + 2 + 12 * len(tags) + 4
         for code, kind, count, value in tags:
@@ -402,7 +440,9 @@ def _bomb_files(folder: Path) -> dict[str, tuple[str, str]]:
     with h5py.File(path, "w") as f:
         dataset = f.create_dataset("x", shape=(10**6, 64, 64, 64), dtype="u1", chunks=(1, 64, 64, 64), compression="gzip")
         dataset[123456, 1, 2, 3] = 7
-    files["hdf5 10^6 channels, one stored, read by region"] = (path, """
+    files["hdf5 10^6 channels, one stored, read by region"] = (
+        path,
+        """
         from evaluation.readers import hdf5
         total = 0
         with hdf5.open_array(path) as array:
@@ -412,7 +452,8 @@ def _bomb_files(folder: Path) -> dict[str, tuple[str, str]]:
                         if array.stored((c,)):
                             total += int(array[c].sum())
         result = {"sum": total}
-    """)
+    """,
+    )
     # TIFF: one 64 KB strip stored as 850 KB of LZMA streams that decode to 5.3 GB
     path = folder / "lzma.tif"
     path.write_bytes(_tiff_bytes(256, 256, [_xz_bomb(5300 << 20)], compression=34925))
@@ -483,9 +524,16 @@ def test_fisbe_scoring_passes_the_limit_to_its_prediction_reader(tmp_path):
         f["volumes/gt_instances"] = np.zeros((1, 8, 16, 16), np.uint16)
     with h5py.File(tmp_path / "s.h5", "w") as f:
         f.create_dataset("volumes/labels", shape=(10**6, 8, 16, 16), dtype="u2", chunks=(1, 8, 16, 16), compression="gzip")
-    sample = Sample(sample="s", truth=str(tmp_path / "truth.h5"), prediction=str(tmp_path / "s.h5"), display="s.h5",
-                    truth_key=("volumes/gt_instances",), prediction_key=FISBE_PREDICTION_KEYS, partly=False,
-                    remove_small_components=800)
+    sample = Sample(
+        sample="s",
+        truth=str(tmp_path / "truth.h5"),
+        prediction=str(tmp_path / "s.h5"),
+        display="s.h5",
+        truth_key=("volumes/gt_instances",),
+        prediction_key=FISBE_PREDICTION_KEYS,
+        partly=False,
+        remove_small_components=800,
+    )
     with pytest.raises(SubmissionError, match=r"^s.h5: 'volumes/labels' has shape \(1000000, 8, 16, 16\), more voxels than"):
         load_sample(sample)
 
@@ -545,7 +593,10 @@ def _hdf5_cases():
         "gzip 9, edge chunks": (data, {"chunks": (5, 7, 4), "compression": "gzip", "compression_opts": 9}),
         "shuffle + gzip": (data, {**chunked, "compression": "gzip", "shuffle": True}),
         "fletcher32": (data, {**chunked, "fletcher32": True}),
-        "shuffle + gzip + fletcher32": (data.astype(np.int32) - 4, {**chunked, "compression": "gzip", "shuffle": True, "fletcher32": True}),
+        "shuffle + gzip + fletcher32": (
+            data.astype(np.int32) - 4,
+            {**chunked, "compression": "gzip", "shuffle": True, "fletcher32": True},
+        ),
         "fletcher32, odd chunk bytes": (data.astype(np.uint8), {"chunks": (3, 5, 3), "fletcher32": True}),
         "lzf": (data, {**chunked, "compression": "lzf"}),
         "lzf + shuffle": (data, {**chunked, "compression": "lzf", "shuffle": True}),
@@ -684,7 +735,10 @@ def _tiff_cases():
         "ImageJ 5-d": (volume[None, :, None].astype(np.float32), {"imagej": True}),
         "float64 lzma": (volume.astype(np.float64) / 7, {"compression": "lzma"}),
         "RGB": (rng.integers(0, 255, (9, 11, 3)).astype(np.uint8), {"photometric": "rgb"}),
-        "planar RGB": (rng.integers(0, 255, (3, 9, 11)).astype(np.uint8), {"photometric": "rgb", "planarconfig": "separate", "compression": "zlib"}),
+        "planar RGB": (
+            rng.integers(0, 255, (3, 9, 11)).astype(np.uint8),
+            {"photometric": "rgb", "planarconfig": "separate", "compression": "zlib"},
+        ),
         "volumetric tiles": (volume.astype(np.uint8), {"volumetric": True, "tile": (2, 16, 16), "compression": "zlib"}),
         "volumetric page": (volume.astype(np.uint8), {"volumetric": True}),
         "pages without description": (volume, {"metadata": None}),
@@ -772,14 +826,18 @@ def _tiff_seeds(folder: Path) -> dict[str, bytes]:
     volume = rng.integers(0, 4, (3, 9, 7)).astype(np.uint8)
     writers = {
         "deflate strips": lambda p: tifffile.imwrite(p, volume, compression="zlib", rowsperstrip=4, photometric="minisblack"),
-        "lzma tiles": lambda p: tifffile.imwrite(p, np.repeat(volume, 2, axis=1).astype(np.uint16), tile=(16, 16),
-                                                 compression="lzma", photometric="minisblack"),
-        "big-endian predictor": lambda p: tifffile.imwrite(p, volume.astype(">i2"), byteorder=">", compression="zlib",
-                                                           predictor=2, photometric="minisblack"),
+        "lzma tiles": lambda p: tifffile.imwrite(
+            p, np.repeat(volume, 2, axis=1).astype(np.uint16), tile=(16, 16), compression="lzma", photometric="minisblack"
+        ),
+        "big-endian predictor": lambda p: tifffile.imwrite(
+            p, volume.astype(">i2"), byteorder=">", compression="zlib", predictor=2, photometric="minisblack"
+        ),
         "imagej": lambda p: tifffile.imwrite(p, volume, imagej=True),
         "plain pages": lambda p: tifffile.imwrite(p, volume, metadata=None, photometric="minisblack"),
         "1-bit": lambda p: tifffile.imwrite(p, volume[0] > 1),
-        "packbits": lambda p: p.write_bytes(_tiff_bytes(7, 3, [b"\x06" + bytes(range(7)) + b"\xf4\x05\x80\x00\x09"], compression=32773, rows=3)),
+        "packbits": lambda p: p.write_bytes(
+            _tiff_bytes(7, 3, [b"\x06" + bytes(range(7)) + b"\xf4\x05\x80\x00\x09"], compression=32773, rows=3)
+        ),
     }
     seeds = {}
     for name, write in writers.items():
@@ -793,7 +851,12 @@ def _hdf5_seeds(folder: Path) -> dict[str, bytes]:
     data = (np.arange(6 * 7 * 5) % 11).astype(np.int16).reshape(6, 7, 5)
     seeds = {}
     for name, options in {
-        "gzip shuffle fletcher32, a chunk missing": {"chunks": (3, 4, 5), "compression": "gzip", "shuffle": True, "fletcher32": True},
+        "gzip shuffle fletcher32, a chunk missing": {
+            "chunks": (3, 4, 5),
+            "compression": "gzip",
+            "shuffle": True,
+            "fletcher32": True,
+        },
         "gzip big-endian": {"chunks": (6, 7, 5), "compression": "gzip", "dtype": ">i4"},
         "lzf": {"chunks": (2, 7, 5), "compression": "lzf"},
         "contiguous": {},
@@ -826,7 +889,7 @@ def _mutate(data: bytes, draw) -> bytes:
 def _judge(kind: str, path: str, original) -> str:
     """Run in a forked child: our reader, then the library on the same bytes."""
     try:
-        ours = (hdf5.read(path)[0] if kind == "hdf5" else tiff.read(path))
+        ours = hdf5.read(path)[0] if kind == "hdf5" else tiff.read(path)
     except SubmissionError as exc:
         message = str(exc)
         return "refused" if message.startswith("fuzzed") and "\n" not in message else f"bad message: {message!r}"
@@ -840,8 +903,12 @@ def _judge(kind: str, path: str, original) -> str:
     except Exception:  # noqa: BLE001 - the library may refuse what we read identically to the original
         reference = None
     for expected in (reference, original):
-        if expected is not None and ours.shape == expected.shape and ours.dtype == expected.dtype.newbyteorder("=") \
-                and np.array_equal(ours, expected, equal_nan=ours.dtype.kind == "f"):
+        if (
+            expected is not None
+            and ours.shape == expected.shape
+            and ours.dtype == expected.dtype.newbyteorder("=")
+            and np.array_equal(ours, expected, equal_nan=ours.dtype.kind == "f")
+        ):
             return "read"
     return f"wrong array: {ours.dtype}{ours.shape} vs library {None if reference is None else (reference.dtype, reference.shape)}"
 

@@ -26,7 +26,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.grading import ROOT, validate_metrics
 from helpers.hostile import CASE_FAILURE, KINDS, MARKER, MEMORY_LIMIT_MB, SCORED
 
@@ -51,9 +50,14 @@ def test_the_participants_catalogue_lists_every_kind():
 
 
 def snapshot(folder: Path) -> dict[str, tuple]:
-    return {str(p.relative_to(folder)): (p.is_symlink(), p.stat(follow_symlinks=False).st_size if not p.is_dir() else 0,
-                                         p.stat(follow_symlinks=False).st_mtime_ns)
-            for p in _entries(folder)}
+    return {
+        str(p.relative_to(folder)): (
+            p.is_symlink(),
+            p.stat(follow_symlinks=False).st_size if not p.is_dir() else 0,
+            p.stat(follow_symlinks=False).st_mtime_ns,
+        )
+        for p in _entries(folder)
+    }
 
 
 def _entries(folder: Path):
@@ -95,10 +99,32 @@ def test_hostile_submission(kind, workspace):
     workdir.mkdir()
     scratch.mkdir()
     report = tmp_path / "measured.json"
-    command = [sys.executable, str(MEASURE), str(report), str(CAP_MB << 20), str(TIME_LIMIT_S), "--",
-               sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(output)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT_S + 60, cwd=workdir,
-                          env={**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)}, errors="backslashreplace")
+    command = [
+        sys.executable,
+        str(MEASURE),
+        str(report),
+        str(CAP_MB << 20),
+        str(TIME_LIMIT_S),
+        "--",
+        sys.executable,
+        "-m",
+        "evaluation",
+        "--input",
+        str(submission),
+        "--ground-truth",
+        str(phase),
+        "--output",
+        str(output),
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT_S + 60,
+        cwd=workdir,
+        env={**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(ROOT)},
+        errors="backslashreplace",
+    )
     used = json.loads(report.read_text())
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
@@ -136,8 +162,14 @@ def test_hostile_submission(kind, workspace):
 
 
 def _record(kind, used: dict, code: int, last: str) -> None:
-    entry = {"kind": kind.name, "outcome": kind.outcome, "exit": code, "seconds": used["seconds"], "peak_mb": used["peak_mb"],
-             "last_line": last.removeprefix("Submission rejected: ") if kind.outcome != SCORED else ""}
+    entry = {
+        "kind": kind.name,
+        "outcome": kind.outcome,
+        "exit": code,
+        "seconds": used["seconds"],
+        "peak_mb": used["peak_mb"],
+        "last_line": last.removeprefix("Submission rejected: ") if kind.outcome != SCORED else "",
+    }
     MEASURED.append(entry)
     if os.environ.get("CORPUS_REPORT"):
         with open(os.environ["CORPUS_REPORT"], "a") as f:

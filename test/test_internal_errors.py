@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers.grading import ROOT
 from helpers.hostile import MARKER, cellmap_phase, cellmap_submission, tomo_phase, tomo_submission
 
@@ -19,9 +18,13 @@ NEUTRAL = "Evaluation failed because of an internal error of the grader"
 
 
 def _run(submission: Path, phase: Path, output: Path):
-    return subprocess.run([sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase),
-                           "--output", str(output)], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(output)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def _events(stderr: str) -> list[dict]:

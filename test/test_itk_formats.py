@@ -24,25 +24,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from helpers.opens import Opens
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from evaluation import contract, machine, runner
+from evaluation import contract, runner
+from evaluation.contract import Task
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers import images, itk_formats
-from evaluation.contract import Task
-from helpers.opens import Opens
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the open detector uses Linux inotify")
 
 _EXAMPLES = int(os.environ.get("FUZZ_ITK_EXAMPLES", 40))
-_SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, derandomize="FUZZ_ITK_EXAMPLES" not in os.environ,
-                     suppress_health_check=list(HealthCheck))
+_SETTINGS = settings(
+    max_examples=_EXAMPLES,
+    deadline=None,
+    derandomize="FUZZ_ITK_EXAMPLES" not in os.environ,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 def FUZZ(test):  # noqa: N802 - a decorator like hypothesis' own
     """Bounded examples; no per-test time limit when more are asked for."""
     test = _SETTINGS(test)
     return pytest.mark.timeout(0)(test) if "FUZZ_ITK_EXAMPLES" in os.environ else test
+
 
 TRUTH = (np.arange(6 * 8 * 8) * 7 % 5).astype(np.uint8).reshape(6, 8, 8)  # (z, y, x); ITK size 8 8 6
 
@@ -145,39 +151,139 @@ def _meta(layout, text):
 
 # kind -> (file name, contents(layout), message, targets opened without the check)
 ATTACKS = {
-    "mha equals, relative": ("case_1.mha", lambda l: META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n", LOCAL_MESSAGE, {"case_1.mha"}),
-    "mha colon, decoy LOCAL below": ("case_1.mha", lambda l: META_HEAD + "ElementDataFile: ../phase/labels/case_1.mha\nElementDataFile = LOCAL\n",
-                                     LOCAL_MESSAGE, {"case_1.mha"}),
-    "mha absolute": ("case_1.mha", lambda l: _meta(l, META_HEAD + "ElementDataFile = ABS/case_1.mha\n"), LOCAL_MESSAGE, {"case_1.mha"}),
-    "mha LIST": ("case_1.mha", lambda l: META_HEAD + "ElementDataFile = LIST\n" + SLICES, LOCAL_MESSAGE, {f"slice_{z}.raw" for z in range(6)}),
-    "mha %d pattern": ("case_1.mha", lambda l: META_HEAD + "ElementDataFile = ../phase/labels/slice_%d.raw 0 5 1\n", LOCAL_MESSAGE,
-                       {f"slice_{z}.raw" for z in range(6)}),
-    "mha CR line end": ("case_1.mha", lambda l: META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\r", LOCAL_MESSAGE, {"case_1.mha"}),
-    "mha CR-only header": ("case_1.mha", lambda l: (META_HEAD + "ElementDataFile: ../phase/labels/case_1.mha\n").replace("\n", "\r"),
-                           "incomplete|carriage return", set()),  # MetaIO cannot parse it either
-    "mha CRLF": ("case_1.mha", lambda l: (META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n").replace("\n", "\r\n"), LOCAL_MESSAGE,
-                 {"case_1.mha"}),
-    "mha key after 70 KB": ("case_1.mha", lambda l: "Foo\nElementDataFile = LOCAL\n" + META_HEAD + "".join(f"Note{i} = {'n' * 60}\n" for i in range(1100))
-                            + "ElementDataFile = ../phase/labels/case_1.mha\n", LOCAL_MESSAGE, {"case_1.mha"}),
-    "mha key after a 70 KB comment": ("case_1.mha", lambda l: META_HEAD + "Comment = " + "c" * 70000 + "\nElementDataFile = ../phase/labels/case_1.mha\n",
-                                      "longer than", set()),  # MetaIO gives up at 499 characters
-    "nrrd data file": ("case_1.nrrd", lambda l: NRRD_HEAD + "data file: ../phase/labels/case_1.raw\n", DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd datafile": ("case_1.nrrd", lambda l: NRRD_HEAD + "datafile: ../phase/labels/case_1.raw\n", DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd DATA FILE": ("case_1.nrrd", lambda l: NRRD_HEAD + "DATA FILE: ../phase/labels/case_1.raw\n", DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd DataFile": ("case_1.nrrd", lambda l: NRRD_HEAD + "DataFile: ../phase/labels/case_1.raw\n\n", DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd absolute": ("case_1.nrrd", lambda l: _meta(l, NRRD_HEAD + "data file: ABS/case_1.raw\n"), DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd CR-only": ("case_1.nrrd", lambda l: (NRRD_HEAD + "data file: ../phase/labels/case_1.raw\n\n").replace("\n", "\r"), DETACHED_MESSAGE,
-                     {"case_1.raw"}),
-    "nrrd after 70 KB of comments": ("case_1.nrrd", lambda l: NRRD_HEAD + "".join(f"# {'c' * 68}\n" for _ in range(1000))
-                                     + "data file: ../phase/labels/case_1.raw\n", DETACHED_MESSAGE, {"case_1.raw"}),
-    "nrrd LIST": ("case_1.nrrd", lambda l: NRRD_HEAD + "data file: LIST\n" + SLICES, DETACHED_MESSAGE, {f"slice_{z}.raw" for z in range(6)}),
-    "nrrd %d pattern": ("case_1.nrrd", lambda l: NRRD_HEAD + "data file: ../phase/labels/slice_%d.raw 0 5 1\n", DETACHED_MESSAGE,
-                        {f"slice_{z}.raw" for z in range(6)}),
-    "nrrd detached .nhdr content": ("case_1.nrrd", lambda l: (l.labels / "case_2.nhdr").read_text().replace("data file: case_2.raw",
-                                                                                                          "data file: ../phase/labels/case_2.raw"),
-                                    DETACHED_MESSAGE, {"case_2.raw"}),
-    "nrrd gzip and byte skip": ("case_1.nrrd", lambda l: NRRD_HEAD.replace("raw", "gzip") + "byte skip: 352\ndata file: ../phase/labels/case_1.nii.gz\n",
-                                DETACHED_MESSAGE, {"case_1.nii.gz"}),
+    "mha equals, relative": (
+        "case_1.mha",
+        lambda l: META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n",
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha colon, decoy LOCAL below": (
+        "case_1.mha",
+        lambda l: META_HEAD + "ElementDataFile: ../phase/labels/case_1.mha\nElementDataFile = LOCAL\n",
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha absolute": (
+        "case_1.mha",
+        lambda l: _meta(l, META_HEAD + "ElementDataFile = ABS/case_1.mha\n"),
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha LIST": (
+        "case_1.mha",
+        lambda l: META_HEAD + "ElementDataFile = LIST\n" + SLICES,
+        LOCAL_MESSAGE,
+        {f"slice_{z}.raw" for z in range(6)},
+    ),
+    "mha %d pattern": (
+        "case_1.mha",
+        lambda l: META_HEAD + "ElementDataFile = ../phase/labels/slice_%d.raw 0 5 1\n",
+        LOCAL_MESSAGE,
+        {f"slice_{z}.raw" for z in range(6)},
+    ),
+    "mha CR line end": (
+        "case_1.mha",
+        lambda l: META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\r",
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha CR-only header": (
+        "case_1.mha",
+        lambda l: (META_HEAD + "ElementDataFile: ../phase/labels/case_1.mha\n").replace("\n", "\r"),
+        "incomplete|carriage return",
+        set(),
+    ),  # MetaIO cannot parse it either
+    "mha CRLF": (
+        "case_1.mha",
+        lambda l: (META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n").replace("\n", "\r\n"),
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha key after 70 KB": (
+        "case_1.mha",
+        lambda l: (
+            "Foo\nElementDataFile = LOCAL\n"
+            + META_HEAD
+            + "".join(f"Note{i} = {'n' * 60}\n" for i in range(1100))
+            + "ElementDataFile = ../phase/labels/case_1.mha\n"
+        ),
+        LOCAL_MESSAGE,
+        {"case_1.mha"},
+    ),
+    "mha key after a 70 KB comment": (
+        "case_1.mha",
+        lambda l: META_HEAD + "Comment = " + "c" * 70000 + "\nElementDataFile = ../phase/labels/case_1.mha\n",
+        "longer than",
+        set(),
+    ),  # MetaIO gives up at 499 characters
+    "nrrd data file": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "data file: ../phase/labels/case_1.raw\n",
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd datafile": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "datafile: ../phase/labels/case_1.raw\n",
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd DATA FILE": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "DATA FILE: ../phase/labels/case_1.raw\n",
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd DataFile": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "DataFile: ../phase/labels/case_1.raw\n\n",
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd absolute": (
+        "case_1.nrrd",
+        lambda l: _meta(l, NRRD_HEAD + "data file: ABS/case_1.raw\n"),
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd CR-only": (
+        "case_1.nrrd",
+        lambda l: (NRRD_HEAD + "data file: ../phase/labels/case_1.raw\n\n").replace("\n", "\r"),
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd after 70 KB of comments": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "".join(f"# {'c' * 68}\n" for _ in range(1000)) + "data file: ../phase/labels/case_1.raw\n",
+        DETACHED_MESSAGE,
+        {"case_1.raw"},
+    ),
+    "nrrd LIST": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "data file: LIST\n" + SLICES,
+        DETACHED_MESSAGE,
+        {f"slice_{z}.raw" for z in range(6)},
+    ),
+    "nrrd %d pattern": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD + "data file: ../phase/labels/slice_%d.raw 0 5 1\n",
+        DETACHED_MESSAGE,
+        {f"slice_{z}.raw" for z in range(6)},
+    ),
+    "nrrd detached .nhdr content": (
+        "case_1.nrrd",
+        lambda l: (
+            (l.labels / "case_2.nhdr").read_text().replace("data file: case_2.raw", "data file: ../phase/labels/case_2.raw")
+        ),
+        DETACHED_MESSAGE,
+        {"case_2.raw"},
+    ),
+    "nrrd gzip and byte skip": (
+        "case_1.nrrd",
+        lambda l: NRRD_HEAD.replace("raw", "gzip") + "byte skip: 352\ndata file: ../phase/labels/case_1.nii.gz\n",
+        DETACHED_MESSAGE,
+        {"case_1.nii.gz"},
+    ),
 }
 
 
@@ -209,11 +315,24 @@ def test_the_measured_attack_scores_the_truth_without_the_check(tmp_path):
         images.read(path)
 
 
-def _nifti_bytes(array: np.ndarray, order: str = "<", magic: bytes = b"n+1\0", vox_offset: float = 352.0,
-                 datatype: int | None = None, dim0: int | None = None, sizeof_hdr: int = 348) -> bytes:
+def _nifti_bytes(
+    array: np.ndarray,
+    order: str = "<",
+    magic: bytes = b"n+1\0",
+    vox_offset: float = 352.0,
+    datatype: int | None = None,
+    dim0: int | None = None,
+    sizeof_hdr: int = 348,
+) -> bytes:
     """A NIfTI-1 file written field by field (no direction: qform and sform codes 0)."""
-    codes = {np.dtype(np.uint8): 2, np.dtype(np.int16): 4, np.dtype(np.int32): 8, np.dtype(np.float32): 16,
-             np.dtype(np.float64): 64, np.dtype(np.uint16): 512}
+    codes = {
+        np.dtype(np.uint8): 2,
+        np.dtype(np.int16): 4,
+        np.dtype(np.int32): 8,
+        np.dtype(np.float32): 16,
+        np.dtype(np.float64): 64,
+        np.dtype(np.uint16): 512,
+    }
     header = bytearray(348)
     dims = array.shape[::-1]
     struct.pack_into(order + "i", header, 0, sizeof_hdr)
@@ -310,34 +429,43 @@ def _write_mha(path: Path, header: str, pixels: bytes = TRUTH.tobytes()) -> Path
     return path
 
 
-@pytest.mark.parametrize("header, message", [
-    (META_HEAD + "ElementDataFile = LOCAL\x00\n", "NUL"),
-    (META_HEAD.replace("Image", "Imagé") + "ElementDataFile = LOCAL\n", "plain ASCII"),
-    (META_HEAD + "Comment = " + "x" * 450 + "\nElementDataFile = LOCAL\n", "longer than 400"),
-    (META_HEAD + "elementdatafile = ../x\nElementDataFile = LOCAL\n", "name its data file once"),
-    (META_HEAD + "Element Data File = ../x\nElementDataFile = LOCAL\n", "name its data file once"),
-    (META_HEAD + "ElementDataFile = LOCAL\nElementDataFile = ../x\n", "name its data file once"),
-    (META_HEAD.replace("8 8 6", "8 8 x6") + "ElementDataFile = LOCAL\n", "malformed number in DimSize"),
-    (META_HEAD.replace("NDims = 3", "NDims = 3.5") + "ElementDataFile = LOCAL\n", "NDims"),
-    (META_HEAD.replace("NDims = 3\n", "") + "ElementDataFile = LOCAL\n", "incomplete"),
-    (META_HEAD + "ElementDataFile = LOCAL #\n", LOCAL_MESSAGE),
-    (META_HEAD.replace("HeaderSize = -1\n", "CompressedData = True\nCompressedDataSize = 100000\n") + "ElementDataFile = LOCAL\n",
-     "compressed bytes"),
-])
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        (META_HEAD + "ElementDataFile = LOCAL\x00\n", "NUL"),
+        (META_HEAD.replace("Image", "Imagé") + "ElementDataFile = LOCAL\n", "plain ASCII"),
+        (META_HEAD + "Comment = " + "x" * 450 + "\nElementDataFile = LOCAL\n", "longer than 400"),
+        (META_HEAD + "elementdatafile = ../x\nElementDataFile = LOCAL\n", "name its data file once"),
+        (META_HEAD + "Element Data File = ../x\nElementDataFile = LOCAL\n", "name its data file once"),
+        (META_HEAD + "ElementDataFile = LOCAL\nElementDataFile = ../x\n", "name its data file once"),
+        (META_HEAD.replace("8 8 6", "8 8 x6") + "ElementDataFile = LOCAL\n", "malformed number in DimSize"),
+        (META_HEAD.replace("NDims = 3", "NDims = 3.5") + "ElementDataFile = LOCAL\n", "NDims"),
+        (META_HEAD.replace("NDims = 3\n", "") + "ElementDataFile = LOCAL\n", "incomplete"),
+        (META_HEAD + "ElementDataFile = LOCAL #\n", LOCAL_MESSAGE),
+        (
+            META_HEAD.replace("HeaderSize = -1\n", "CompressedData = True\nCompressedDataSize = 100000\n")
+            + "ElementDataFile = LOCAL\n",
+            "compressed bytes",
+        ),
+    ],
+)
 def test_metaimage_headers_the_parse_cannot_be_sure_of_are_refused(tmp_path, header, message):
     with pytest.raises(SubmissionError, match=message):
         images.read(_write_mha(tmp_path / "a.mha", header))
 
 
-@pytest.mark.parametrize("header", [
-    META_HEAD + "ElementDataFile = LOCAL\n",
-    META_HEAD + "ElementDataFile = Local   \n",
-    META_HEAD + "ElementDataFile\t:\tlocal\n",
-    META_HEAD.replace("\n", "\r\n") + "ElementDataFile = LOCAL\r\n",
-    "  " + META_HEAD.replace("=", ":").replace("\n", "\n\t") + "ElementDataFile=LOCAL\n",
-    META_HEAD.replace("DimSize = 8 8 6", "DimSize = 8\n8\n6") + "ElementDataFile = LOCAL\n",
-    META_HEAD + "".join(f"Note{i} = {'n' * 60}\n" for i in range(1100)) + "ElementDataFile = LOCAL\n",
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        META_HEAD + "ElementDataFile = LOCAL\n",
+        META_HEAD + "ElementDataFile = Local   \n",
+        META_HEAD + "ElementDataFile\t:\tlocal\n",
+        META_HEAD.replace("\n", "\r\n") + "ElementDataFile = LOCAL\r\n",
+        "  " + META_HEAD.replace("=", ":").replace("\n", "\n\t") + "ElementDataFile=LOCAL\n",
+        META_HEAD.replace("DimSize = 8 8 6", "DimSize = 8\n8\n6") + "ElementDataFile = LOCAL\n",
+        META_HEAD + "".join(f"Note{i} = {'n' * 60}\n" for i in range(1100)) + "ElementDataFile = LOCAL\n",
+    ],
+)
 def test_metaimage_headers_metaio_reads_locally_are_accepted(tmp_path, header):
     volume = images.read(_write_mha(tmp_path / "a.mha", header))
     assert (volume.array == TRUTH).all()
@@ -346,7 +474,9 @@ def test_metaimage_headers_metaio_reads_locally_are_accepted(tmp_path, header):
 def test_metaimage_emulation_follows_met_read():
     parse = itk_formats.parse_metaimage
     # the first ElementDataFile ends the header; ':' separates like '='; keys are case-sensitive
-    header = parse(b"NDims = 3\nDimSize: 1 2 3\nelementdatafile = a\nElementType = MET_UCHAR\nElementDataFile: b\nElementDataFile = LOCAL\n")
+    header = parse(
+        b"NDims = 3\nDimSize: 1 2 3\nelementdatafile = a\nElementType = MET_UCHAR\nElementDataFile: b\nElementDataFile = LOCAL\n"
+    )
     assert header.complete and header.data_file == b"b"
     assert [r[0] for r in header.records] == [b"NDims", b"DimSize", b"elementdatafile", b"ElementType", b"ElementDataFile"]
     # a key without a separator takes its value from the next '=' or ':', even on a later line
@@ -370,25 +500,33 @@ def test_nrrd_parse_follows_teem():
     parse = itk_formats.parse_nrrd
     header = parse(b"NRRD0004\r\ntype: uint8\rDATAFILE: x\n# c\nk:=v\nbad line\n\nDATA")
     assert header.magic == b"NRRD0004" and header.end == len(b"NRRD0004\r\ntype: uint8\rDATAFILE: x\n# c\nk:=v\nbad line\n\n")
-    assert header.lines == [("field", "type", b"uint8"), ("field", "data file", b"x"), ("comment", None, b"# c"),
-                            ("keyvalue", None, b"k:=v"), ("error", None, b"bad line")]
+    assert header.lines == [
+        ("field", "type", b"uint8"),
+        ("field", "data file", b"x"),
+        ("comment", None, b"# c"),
+        ("keyvalue", None, b"k:=v"),
+        ("error", None, b"bad line"),
+    ]
     assert parse(b"NRRD0004\ntype: uint8\n").end is None  # no empty line: header runs to EOF
     assert parse(b"NRRD0004\ndata file : x\n\n").lines == [("error", None, b"data file : x")]  # teem rejects it too
 
 
-@pytest.mark.parametrize("header, message", [
-    (NRRD_HEAD + "data_file: x\n\n", "detached"),
-    (NRRD_HEAD + "datafile:=x\n\n", "detached"),
-    (NRRD_HEAD + "type: uint8\n\n", "twice"),
-    (NRRD_HEAD + "nonsense\n\n", "not a field"),
-    (NRRD_HEAD.replace("raw", "bzip2") + "\n", "encoding"),
-    (NRRD_HEAD.replace("raw", "zip") + "\n", "encoding"),
-    (NRRD_HEAD + "content: \x00\n\n", "NUL"),
-    (NRRD_HEAD, "empty line"),
-    (NRRD_HEAD.replace("NRRD0004", "NRRD0009") + "\n", "not a NRRD file"),
-    (NRRD_HEAD + "byte skip: -2\n\n", "byte skip"),
-    (NRRD_HEAD.replace("8 8 6", "80 80 60") + "\n", "truncated"),
-])
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        (NRRD_HEAD + "data_file: x\n\n", "detached"),
+        (NRRD_HEAD + "datafile:=x\n\n", "detached"),
+        (NRRD_HEAD + "type: uint8\n\n", "twice"),
+        (NRRD_HEAD + "nonsense\n\n", "not a field"),
+        (NRRD_HEAD.replace("raw", "bzip2") + "\n", "encoding"),
+        (NRRD_HEAD.replace("raw", "zip") + "\n", "encoding"),
+        (NRRD_HEAD + "content: \x00\n\n", "NUL"),
+        (NRRD_HEAD, "empty line"),
+        (NRRD_HEAD.replace("NRRD0004", "NRRD0009") + "\n", "not a NRRD file"),
+        (NRRD_HEAD + "byte skip: -2\n\n", "byte skip"),
+        (NRRD_HEAD.replace("8 8 6", "80 80 60") + "\n", "truncated"),
+    ],
+)
 def test_nrrd_headers_teem_would_refuse_or_we_cannot_be_sure_of_are_refused(tmp_path, header, message):
     path = tmp_path / "a.nrrd"
     path.write_bytes(header.encode("latin-1") + TRUTH.tobytes())
@@ -405,14 +543,17 @@ def test_nrrd_cr_only_and_gzip_byte_skip_inside_the_file_are_read(tmp_path):
     assert (images.read(path).array == TRUTH).all()
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(vox_offset=float("nan")), "vox_offset"),
-    (dict(dim0=9), "dim"),
-    (dict(datatype=32), "datatype"),
-    (dict(sizeof_hdr=1000), "header size"),
-    (dict(magic=b"n+2\0"), "only single-file NIfTI-1"),
-    (dict(vox_offset=100000.0), "truncated"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(vox_offset=float("nan")), "vox_offset"),
+        (dict(dim0=9), "dim"),
+        (dict(datatype=32), "datatype"),
+        (dict(sizeof_hdr=1000), "header size"),
+        (dict(magic=b"n+2\0"), "only single-file NIfTI-1"),
+        (dict(vox_offset=100000.0), "truncated"),
+    ],
+)
 def test_nifti_headers_out_of_bounds_are_refused(tmp_path, change, message):
     (tmp_path / "a.nii").write_bytes(_nifti_bytes(TRUTH, **change))
     with pytest.raises(SubmissionError, match=message):
@@ -447,7 +588,9 @@ def test_sizes_are_bounded_before_decoding(tmp_path):
     with pytest.raises(SubmissionError, match="compressed bytes can hold"):
         images.read(_write_mha(tmp_path / "b.mha", compressed, pixels=b"x" * 100))
     path = tmp_path / "c.nrrd"
-    path.write_bytes((NRRD_HEAD.replace("raw", "gzip").replace("8 8 6", "100000 100000 100000") + "\n").encode() + gzip.compress(b""))
+    path.write_bytes(
+        (NRRD_HEAD.replace("raw", "gzip").replace("8 8 6", "100000 100000 100000") + "\n").encode() + gzip.compress(b"")
+    )
     with pytest.raises(SubmissionError, match="compressed bytes can hold"):
         images.read(path)
     path = tmp_path / "d.nii"
@@ -510,8 +653,9 @@ def _before(path: Path) -> images.Volume:
     image = sitk.ReadImage(str(path))
     dimension = image.GetDimension()
     direction = np.asarray(image.GetDirection()).reshape(dimension, dimension)[::-1, ::-1]
-    return images.Volume(sitk.GetArrayFromImage(image), tuple(image.GetSpacing())[::-1], tuple(image.GetOrigin())[::-1],
-                         tuple(direction.ravel()))
+    return images.Volume(
+        sitk.GetArrayFromImage(image), tuple(image.GetSpacing())[::-1], tuple(image.GetOrigin())[::-1], tuple(direction.ravel())
+    )
 
 
 def _same(got: images.Volume, expected: images.Volume) -> None:
@@ -520,12 +664,14 @@ def _same(got: images.Volume, expected: images.Volume) -> None:
     assert (got.spacing, got.origin, got.direction) == (expected.spacing, expected.origin, expected.direction)
 
 
-LEGIT = [(suffix, dtype, ndim, compress)
-         for suffix in (".mha", ".nrrd", ".nii", ".nii.gz")
-         for dtype in (np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.float32, np.float64)
-         for ndim in (2, 3)
-         for compress in (False, True)
-         if not (suffix.startswith(".nii") and compress)]
+LEGIT = [
+    (suffix, dtype, ndim, compress)
+    for suffix in (".mha", ".nrrd", ".nii", ".nii.gz")
+    for dtype in (np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.float32, np.float64)
+    for ndim in (2, 3)
+    for compress in (False, True)
+    if not (suffix.startswith(".nii") and compress)
+]
 LEGIT += [(".png", dtype, 2, False) for dtype in (np.uint8, np.uint16)]
 
 
@@ -596,8 +742,17 @@ def _fuzz_folders(tmp_path_factory):
 
 
 def _decoy_values(decoys: Path) -> list[str]:
-    return ["../decoys/d.raw", str(decoys / "d.raw"), "../decoys/d", "LIST", "LIST 2", "../decoys/d_%d.raw 0 5 1",
-            str(decoys / "d_%d.raw"), "../decoys", ""]
+    return [
+        "../decoys/d.raw",
+        str(decoys / "d.raw"),
+        "../decoys/d",
+        "LIST",
+        "LIST 2",
+        "../decoys/d_%d.raw 0 5 1",
+        str(decoys / "d_%d.raw"),
+        "../decoys",
+        "",
+    ]
 
 
 def _mostly(usual, *others, weight: int = 4):
@@ -624,23 +779,44 @@ def _metaimage_files(draw, decoys: Path):
         return indent + key + sep + value + eol
 
     dims = draw(_mostly("8 8 6", "8\n8 6", "8 8\n6", "8  8\t6", "8 8", "8 8 6 1", "8 8 x", weight=12))
-    lines = [("ObjectType", "Image"), ("NDims", draw(_mostly("3", "2", "3.0", "0", weight=12))), ("DimSize", dims),
-             ("ElementType", draw(_mostly("MET_UCHAR", "MET_UCHAR_ARRAY", "MET_FLOAT", weight=12)))]
-    extras = [("HeaderSize", draw(_mostly("-1", "0", "10"))), ("BinaryData", "True"), ("CompressedData", "False"),
-              ("ElementSpacing", "1 1 1"), ("Offset", "0 0 0"), ("TransformMatrix", "1 0 0 0 1 0 0 0 1"),
-              ("Comment", "c" * draw(st.sampled_from([1, 100, 600]))), ("Unknown", "u"),
-              ("Pad", "".join(f"\nNote{i} = {'n' * 60}" for i in range(draw(_mostly(10, 1, 1100)))))]
+    lines = [
+        ("ObjectType", "Image"),
+        ("NDims", draw(_mostly("3", "2", "3.0", "0", weight=12))),
+        ("DimSize", dims),
+        ("ElementType", draw(_mostly("MET_UCHAR", "MET_UCHAR_ARRAY", "MET_FLOAT", weight=12))),
+    ]
+    extras = [
+        ("HeaderSize", draw(_mostly("-1", "0", "10"))),
+        ("BinaryData", "True"),
+        ("CompressedData", "False"),
+        ("ElementSpacing", "1 1 1"),
+        ("Offset", "0 0 0"),
+        ("TransformMatrix", "1 0 0 0 1 0 0 0 1"),
+        ("Comment", "c" * draw(st.sampled_from([1, 100, 600]))),
+        ("Unknown", "u"),
+        ("Pad", "".join(f"\nNote{i} = {'n' * 60}" for i in range(draw(_mostly(10, 1, 1100))))),
+    ]
     lines += draw(st.lists(st.sampled_from(extras), max_size=4))
     if draw(st.integers(0, 9)) == 0:
         lines = draw(st.permutations(lines))
-    keys = ["ElementDataFile", "elementdatafile", "ElementDataFile ", " ElementDataFile", "Element DataFile", "ELEMENTDATAFILE",
-            "ElementDataFileName", "\tElementDataFile", "ElementDataFile\n"]
+    keys = [
+        "ElementDataFile",
+        "elementdatafile",
+        "ElementDataFile ",
+        " ElementDataFile",
+        "Element DataFile",
+        "ELEMENTDATAFILE",
+        "ElementDataFileName",
+        "\tElementDataFile",
+        "ElementDataFile\n",
+    ]
     decoy_values = _decoy_values(decoys)
     values = ["LOCAL", "Local", "local", "LOCAL ", "LOCAL\t", "lOCAL", "LOCAL x"] + decoy_values
     for _ in range(draw(_mostly(0, 1, 2))):  # decoy keys anywhere
         lines.insert(draw(st.integers(0, len(lines))), (draw(st.sampled_from(keys)), draw(st.sampled_from(values))))
-    lines.append((draw(_mostly("ElementDataFile", *keys, weight=30)),
-                  draw(st.sampled_from(["LOCAL"] * 8 + decoy_values[:2] * 4 + values))))
+    lines.append(
+        (draw(_mostly("ElementDataFile", *keys, weight=30)), draw(st.sampled_from(["LOCAL"] * 8 + decoy_values[:2] * 4 + values)))
+    )
     if draw(st.integers(0, 5)) == 0:  # a decoy line right below the header
         lines.append((draw(st.sampled_from(keys)), draw(st.sampled_from(values))))
     text = "".join(line(key, value) for key, value in lines)
@@ -654,9 +830,28 @@ def _nrrd_files(draw, decoys: Path):
     odd = lambda: draw(st.integers(0, 9)) == 0  # noqa: E731 - a rare deviation from the file's style
     magic = draw(_mostly("NRRD0004", "NRRD0005", "NRRD0001", "NRRD00.01", "NRRD0009", "nrrd0004", weight=20))
     encoding = draw(_mostly("raw", "gzip", "gz", "ascii", "RAW", "bzip2", "raw ", weight=8))
-    fields = [("type", "uint8"), ("dimension", "3"), ("sizes", draw(_mostly("8 8 6", "8 8", "8 8 6 1", weight=20))), ("encoding", encoding)]
-    fields += draw(st.lists(st.sampled_from([("endian", "little"), ("byte skip", "-1"), ("byteskip", "0"), ("line skip", "0"),
-                                             ("space origin", "(0,0,0)"), ("content", "x: y"), ("type", "uint8")]), max_size=2))
+    fields = [
+        ("type", "uint8"),
+        ("dimension", "3"),
+        ("sizes", draw(_mostly("8 8 6", "8 8", "8 8 6 1", weight=20))),
+        ("encoding", encoding),
+    ]
+    fields += draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    ("endian", "little"),
+                    ("byte skip", "-1"),
+                    ("byteskip", "0"),
+                    ("line skip", "0"),
+                    ("space origin", "(0,0,0)"),
+                    ("content", "x: y"),
+                    ("type", "uint8"),
+                ]
+            ),
+            max_size=2,
+        )
+    )
     keys = ["data file", "datafile", "DATA FILE", "Data File", "DataFile", "data_file", " data file", "data file ", "data-file"]
     values = _decoy_values(decoys)
     for _ in range(draw(_mostly(1, 0, 2, weight=2))):
@@ -738,11 +933,29 @@ def test_fuzz_nrrd_headers(tmp_path_factory, data):
 
 
 @FUZZ
-@given(st.sampled_from(["<", ">"]), _mostly(b"n+1\0", b"ni1\0", b"n+2\0", b"n+9\0", bytes(4), b"n+1 ", b"xyzw", weight=7),
-       _mostly(352.0, 348.0, 0.0, -1.0, 400.0, 1e10, float("nan"), weight=7), _mostly(3, 0, 8, -1, weight=6),
-       _mostly(348, 540, 0, weight=6), _mostly("case.nii", "case.nii.gz", "CASE.NII", "case.Nii", "case.NII.gz", "CASE.NII.GZ", weight=2),
-       st.sets(st.sampled_from(["case.img", "case.hdr", "case.nii", "CASE.NII", "case.Nii.nii", "case.nii.gz.nii", "case.img.gz",
-                                "case.NII.gz.nii", "CASE.NII.GZ.nii"])))
+@given(
+    st.sampled_from(["<", ">"]),
+    _mostly(b"n+1\0", b"ni1\0", b"n+2\0", b"n+9\0", bytes(4), b"n+1 ", b"xyzw", weight=7),
+    _mostly(352.0, 348.0, 0.0, -1.0, 400.0, 1e10, float("nan"), weight=7),
+    _mostly(3, 0, 8, -1, weight=6),
+    _mostly(348, 540, 0, weight=6),
+    _mostly("case.nii", "case.nii.gz", "CASE.NII", "case.Nii", "case.NII.gz", "CASE.NII.GZ", weight=2),
+    st.sets(
+        st.sampled_from(
+            [
+                "case.img",
+                "case.hdr",
+                "case.nii",
+                "CASE.NII",
+                "case.Nii.nii",
+                "case.nii.gz.nii",
+                "case.img.gz",
+                "case.NII.gz.nii",
+                "CASE.NII.GZ.nii",
+            ]
+        )
+    ),
+)
 def test_fuzz_nifti_headers(tmp_path_factory, order, magic, vox_offset, dim0, sizeof_hdr, name, siblings):
     root, decoys, sub = _fuzz_folders(tmp_path_factory)
     content = _nifti_bytes(TRUTH, order=order, magic=magic, vox_offset=vox_offset, dim0=dim0, sizeof_hdr=sizeof_hdr)
@@ -756,8 +969,15 @@ def test_fuzz_nifti_headers(tmp_path_factory, order, magic, vox_offset, dim0, si
 def _valid_files(folder: Path) -> dict[str, bytes]:
     seeds = {}
     image3, image2 = sitk.GetImageFromArray(TRUTH), sitk.GetImageFromArray(TRUTH[0].astype(np.uint16) * 300)
-    for name, image, compress in (("a.mha", image3, False), ("b.mha", image3, True), ("a.nrrd", image3, False), ("b.nrrd", image3, True),
-                                  ("a.nii", image3, False), ("a.nii.gz", image3, False), ("a.png", image2, False)):
+    for name, image, compress in (
+        ("a.mha", image3, False),
+        ("b.mha", image3, True),
+        ("a.nrrd", image3, False),
+        ("b.nrrd", image3, True),
+        ("a.nii", image3, False),
+        ("a.nii.gz", image3, False),
+        ("a.png", image2, False),
+    ):
         sitk.WriteImage(image, str(folder / name), useCompression=compress)
         seeds[name] = (folder / name).read_bytes()
     return seeds

@@ -3,13 +3,12 @@
 import math
 
 import cc3d
-
 import numpy as np
 import pytest
 
 from evaluation.metrics import binary
-from evaluation.metrics.hausdorff import box_gap, capped_hausdorff_padded_roi, identity, label_boxes
 from evaluation.metrics import hausdorff as hausdorff_module
+from evaluation.metrics.hausdorff import box_gap, capped_hausdorff_padded_roi, identity, label_boxes
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
@@ -20,7 +19,11 @@ def test_contingency_counts_pairs_in_ascending_order():
     b = np.array([0, 2, 2, 2, 2, 9])
     table = contingency(a, b)
     assert list(zip(table.a.tolist(), table.b.tolist(), table.count.tolist())) == [
-        (0, 2, 1), (1, 2, 2), (1, 9, 1), (3, 0, 1), (3, 2, 1)
+        (0, 2, 1),
+        (1, 2, 2),
+        (1, 9, 1),
+        (3, 0, 1),
+        (3, 2, 1),
     ]
     only_a = contingency(a, b, where=a > 0)
     assert only_a.count.sum() == 5
@@ -179,10 +182,10 @@ def test_far_apart_pairs_take_the_tree_path_with_identical_values(vs, monkeypatc
     a, b = np.zeros((60, 70, 80), np.uint16), np.zeros((60, 70, 80), np.uint16)
     for g in range(1, 6):
         z, y, x = rng.integers(0, 10, 3)
-        a[z:z + 4, y:y + 3, x:x + 5] = g
-        b[z + 1:z + 3, y:y + 4, x + 1:x + 6] = g
+        a[z : z + 4, y : y + 3, x : x + 5] = g
+        b[z + 1 : z + 3, y : y + 4, x + 1 : x + 6] = g
         z, y, x = rng.integers(45, 55, 3)
-        b[z:z + 3, y:y + 2, x:x + 4] = g  # a second, distant part with the same id
+        b[z : z + 3, y : y + 2, x : x + 4] = g  # a second, distant part with the same id
     ids = np.arange(1, 6)
     cap = 1e6
     pieces, n = cc3d.connected_components(b, return_N=True)  # each id: a near and a distant piece

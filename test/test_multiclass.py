@@ -3,20 +3,19 @@ properties, hand-computed options (ignore_index, groups, missing cases), input f
 the failure policy, through the command line where behaviour is user-visible."""
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import SimpleITK as sitk
 import tifffile
-
 from helpers.grading import ROOT, run_cli, validate_metrics
-from evaluation.errors import PhaseError
-from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
-from evaluation.metrics.confusion import ClassIndex, class_counts
-from evaluation.suites.multiclass.options import parse_classes, parse_members
 from test_multiclass_parity import EXPECTED, load_cases, make_phase, write_label_map, write_model
+
+from evaluation.errors import PhaseError
+from evaluation.metrics.confusion import ClassIndex, class_counts
+from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
+from evaluation.suites.multiclass.options import parse_classes, parse_members
 
 EXAMPLE = ROOT / "examples" / "multiclass"
 
@@ -239,14 +238,17 @@ def test_default_baseline_is_the_first_model_and_best_model_is_ranked(tmp_path):
     assert aggregates["mean_dice_fg_nanmean"] == aggregates["models"]["m2"]["mean_dice_fg_nanmean"]
 
 
-@pytest.mark.parametrize("options", [
-    "suite: multiclass\n",  # classes are required
-    "suite: multiclass\nclasses: 5\nbogus: 1\n",  # unknown option
-    "suite: multiclass\nclasses: 5\nmissing_cases: maybe\n",
-    "suite: multiclass\nclasses: 5\ngroups: {g: [0]}\n",  # background is no group member
-    "suite: multiclass\nclasses: 5\ngroups: {g: [1, 9]}\n",  # no class 9
-    "suite: multiclass\nclasses: 5\nignore_index: 4\n",  # a class cannot be ignored
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        "suite: multiclass\n",  # classes are required
+        "suite: multiclass\nclasses: 5\nbogus: 1\n",  # unknown option
+        "suite: multiclass\nclasses: 5\nmissing_cases: maybe\n",
+        "suite: multiclass\nclasses: 5\ngroups: {g: [0]}\n",  # background is no group member
+        "suite: multiclass\nclasses: 5\ngroups: {g: [1, 9]}\n",  # no class 9
+        "suite: multiclass\nclasses: 5\nignore_index: 4\n",  # a class cannot be ignored
+    ],
+)
 def test_invalid_phase_options_are_refused(tmp_path, options):
     from evaluation import phase as phases
     from evaluation.suites.multiclass.options import Options
@@ -263,14 +265,27 @@ def test_bundled_example_writes_the_report(tmp_path):
     assert run.code == 0, run.stderr
     validate_metrics(run.metrics)
     report = (output / "report.txt").read_text()
-    for expected in ("Model: baseline", "Model: candidate", "Groups", "Per class, sorted by Dice",
-                     "Model comparison", "+0.1415", "3 lesion", "0.6384", "0.7800"):
+    for expected in (
+        "Model: baseline",
+        "Model: candidate",
+        "Groups",
+        "Per class, sorted by Dice",
+        "Model comparison",
+        "+0.1415",
+        "3 lesion",
+        "0.6384",
+        "0.7800",
+    ):
         assert expected in report, expected
     cases = load_cases()
     for i in range(4):  # the example is the kit's data
-        assert (sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "phase" / "labels" / f"img{i}.nii.gz"))) == cases["gt"][i]).all()
+        assert (
+            sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "phase" / "labels" / f"img{i}.nii.gz"))) == cases["gt"][i]
+        ).all()
         for model, key in (("baseline", "pred_A"), ("candidate", "pred_B")):
-            assert (sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "submission" / model / f"img{i}.nii.gz"))) == cases[key][i]).all()
+            assert (
+                sitk.GetArrayFromImage(sitk.ReadImage(str(EXAMPLE / "submission" / model / f"img{i}.nii.gz"))) == cases[key][i]
+            ).all()
     page = (output / "report.html").read_text()
     assert page.lower().startswith("<!doctype html>") and "+0.1415" in page and "&#x27;baseline&#x27;" in page
     shown = (EXAMPLE / "report.txt").read_text()

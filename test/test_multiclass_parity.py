@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 import SimpleITK as sitk
-
 from helpers.grading import FIXTURES, differences, run_cli, validate_metrics
 
 EXPECTED = json.loads((FIXTURES / "multiclass" / "expected.json").read_text())
@@ -117,7 +116,9 @@ def test_nnunet_summary_files_are_written(two_models):
     for model in ("A", "B"):
         summary = json.loads((two_models.output / f"summary_{model}.json").read_text())
         expected = EXPECTED["models"][model]["nnunet"]
-        per_case = [{c: {k: entry["metrics"][c][k] for k in ("Dice", "IoU")} for c in FOREGROUND} for entry in summary["metric_per_case"]]
+        per_case = [
+            {c: {k: entry["metrics"][c][k] for k in ("Dice", "IoU")} for c in FOREGROUND} for entry in summary["metric_per_case"]
+        ]
         assert differences(per_case, expected["per_case"], "per_case") == []
         assert [e["reference_file"] for e in summary["metric_per_case"]] == ["img0", "img1", "img2", "img3"]
         assert differences({k: summary["foreground_mean"][k] for k in ("Dice", "IoU")}, expected["foreground_mean"]) == []

@@ -9,10 +9,10 @@ import pytest
 import SimpleITK as sitk
 
 from evaluation import platforms
+from evaluation.contract import Result
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.phase import Phase
 from evaluation.platforms.codabench import scores, summary_page
-from evaluation.contract import Result
 
 
 def _job(pk, image_name, key="interface", out_slug="segmentation", extra_output=False):
@@ -22,11 +22,14 @@ def _job(pk, image_name, key="interface", out_slug="segmentation", extra_output=
             value["is_image_kind"] = super_kind == "Image"
         return value
 
-    outputs = [{key: socket(out_slug, f"images/{out_slug}"), "image": {"pk": "x", "name": "out.mha"}, "file": None, "value": None}]
+    outputs = [
+        {key: socket(out_slug, f"images/{out_slug}"), "image": {"pk": "x", "name": "out.mha"}, "file": None, "value": None}
+    ]
     if extra_output:
         outputs.append({key: socket("metrics-json", "metrics.json", "Value"), "image": None, "file": None, "value": 3})
     return {
-        "pk": pk, "status": "Succeeded",
+        "pk": pk,
+        "status": "Succeeded",
         "inputs": [{key: socket("ct-image", "images/ct"), "image": {"pk": "i", "name": image_name}, "file": None, "value": None}],
         "outputs": outputs,
     }
@@ -88,7 +91,12 @@ def test_missing_output_image_and_bad_json(tmp_path):
 
 def test_ambiguous_sockets_need_the_phase_option(tmp_path):
     job = _job("a1", "case_1.mha")
-    job["outputs"].append({"interface": {"slug": "probabilities", "super_kind": "Image", "relative_path": "images/p"}, "image": {"pk": "y", "name": "p.mha"}})
+    job["outputs"].append(
+        {
+            "interface": {"slug": "probabilities", "super_kind": "Image", "relative_path": "images/p"},
+            "image": {"pk": "y", "name": "p.mha"},
+        }
+    )
     root = _grand_challenge_input(tmp_path / "input", [job])
     platform = platforms.detect("auto", root, None, tmp_path / "out")
     with pytest.raises(PhaseError, match="several image outputs"):
@@ -108,7 +116,9 @@ def test_codabench_layout_and_scores(tmp_path):
     assert platform.name == "codabench" and platform.ground_truth == root / "ref"
     assert platform.submission_folder() == root / "res"
     assert scores({"a": 0.5, "b": float("nan"), "c": 1e12, "d": 2}) == {"a": 0.5, "d": 2.0}
-    platform.publish(Result(metrics={}, leaderboard={"overall": 0.25}), {"suite": "x", "case": {"c1": {"dice": 0.25}}, "failures": []})
+    platform.publish(
+        Result(metrics={}, leaderboard={"overall": 0.25}), {"suite": "x", "case": {"c1": {"dice": 0.25}}, "failures": []}
+    )
     assert json.loads((tmp_path / "out" / "scores.json").read_text()) == {"overall": 0.25}
     assert "<td>0.25</td>" in (tmp_path / "out" / "detailed_results.html").read_text()
     assert "<script" not in summary_page({"<script>": 1.0}, {"case": {}})
@@ -138,7 +148,6 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
     import sys
 
     import yaml
-
     from helpers.grading import ROOT, validate_metrics
 
     phase, submission = cellmap_phase("b_split_merge_jitter")
@@ -147,7 +156,7 @@ def test_codabench_run_through_the_command_line(cellmap_phase, tmp_path):
     shutil.copytree(submission, app / "input" / "res")
     (app / "input" / "res" / "metadata").write_text("submitted-by: someone\n")
     shipped = yaml.safe_load((ROOT / "examples" / "codabench" / "scoring_program" / "metadata.yaml").read_text())["command"]
-    command = [str(app / a[len("/app/"):]) if a.startswith("/app/") else a for a in shlex.split(shipped)]
+    command = [str(app / a[len("/app/") :]) if a.startswith("/app/") else a for a in shlex.split(shipped)]
     assert command[:3] == ["python3", "-m", "evaluation"]
     done = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
@@ -245,9 +254,12 @@ def test_scores_keys_fit_codabench_columns():
     stable, documented mapping, and two keys never share a column."""
     from evaluation.platforms.codabench import column_key
 
-    board = {"overall_score": 0.5, "instance_normalized_hausdorff_distance": 0.25,
-             "endoplasmic_reticulum_membrane_normalized_hausdorff_distance": 0.75,
-             "instance_norm_hausdorff_distance": 0.125}
+    board = {
+        "overall_score": 0.5,
+        "instance_normalized_hausdorff_distance": 0.25,
+        "endoplasmic_reticulum_membrane_normalized_hausdorff_distance": 0.75,
+        "instance_norm_hausdorff_distance": 0.125,
+    }
     stored = scores(board)
     assert all(len(k) <= 36 for k in stored) and sorted(stored.values()) == sorted(board.values())
     assert stored["overall_score"] == 0.5 and stored["instance_norm_hausdorff_distance"] in (0.25, 0.125)

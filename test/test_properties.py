@@ -2,7 +2,8 @@
 any input, checked against simple oracles."""
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from evaluation.metrics import binary
@@ -94,7 +95,9 @@ def test_instance_scores_do_not_depend_on_prediction_numbering(pred, data):
     truth[1:4, 1:4, 1:4], truth[5:8, 4:8, 0:3] = 1, 2
     permutation = np.array(data.draw(st.permutations(range(1, 5))), dtype=np.uint32) * 7
     renamed = np.concatenate([[0], permutation])[pred]
-    assert score_instance(pred, truth, (8, 8, 8), Limits.reference()) == score_instance(renamed, truth, (8, 8, 8), Limits.reference())
+    assert score_instance(pred, truth, (8, 8, 8), Limits.reference()) == score_instance(
+        renamed, truth, (8, 8, 8), Limits.reference()
+    )
     perfect = score_instance(truth.copy(), truth, (8, 8, 8), Limits.reference())
     assert perfect["combined_score"] == 1.0 and perfect["mean_accuracy"] == 1.0
 

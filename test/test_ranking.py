@@ -6,12 +6,12 @@ import sys
 
 import numpy as np
 import pytest
+from helpers.grading import ROOT
 from scipy import stats
 
-from helpers.grading import ROOT
+from evaluation.errors import GraderError
 from evaluation.metrics import bootstrap
 from evaluation.organizer import ranking
-from evaluation.errors import GraderError
 
 
 def scores(matrix, names=None, higher_is_better=True, leaderboard=None) -> ranking.Scores:
@@ -110,8 +110,12 @@ def write_rescore_output(folder, matrix, names, statuses=None):
     rows = []
     for i, name in enumerate(names):
         status = (statuses or {}).get(name, "scored")
-        record = {"ranking": "overall_score", "higher_is_better": True, "leaderboard": {"overall_score": 0.5},
-                  "case_scores": {f"crop{j}": v for j, v in enumerate(matrix[i])}}
+        record = {
+            "ranking": "overall_score",
+            "higher_is_better": True,
+            "leaderboard": {"overall_score": 0.5},
+            "case_scores": {f"crop{j}": v for j, v in enumerate(matrix[i])},
+        }
         (folder / name).mkdir(parents=True)
         (folder / name / "case_scores.json").write_text(json.dumps(record))
         rows.append({"rank": 1 if status == "scored" else None, "submission": name, "status": status})
@@ -119,7 +123,9 @@ def write_rescore_output(folder, matrix, names, statuses=None):
 
 
 def run_rank(*args):
-    return subprocess.run([sys.executable, "-m", "evaluation", "rank", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluation", "rank", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_rank_command_writes_json_png_and_html(tmp_path):

@@ -1,11 +1,11 @@
 """Readers: real files of every supported format, geometry, and refusal of files that would
 make the grader read something else (external data, links, pickles)."""
 
+import h5py
 import numpy as np
 import pytest
 import SimpleITK as sitk
 import tifffile
-import h5py
 import zarr
 
 from evaluation.errors import SubmissionError

@@ -11,7 +11,13 @@ from evaluation.errors import GraderError
 
 
 def _document(**aggregates):
-    return {"grader": {"name": "evaluation", "version": "0"}, "suite": "cellmap", "case": {}, "aggregates": aggregates, "failures": []}
+    return {
+        "grader": {"name": "evaluation", "version": "0"},
+        "suite": "cellmap",
+        "case": {},
+        "aggregates": aggregates,
+        "failures": [],
+    }
 
 
 def test_undefined_values_become_null_and_numpy_becomes_python(tmp_path):
@@ -49,8 +55,14 @@ def test_the_ranking_interval_is_the_bootstrap_of_rank():
 
     cases = {f"c{i}": float(v) for i, v in enumerate(np.random.default_rng(1).random(17))}
     other = {k: v / 2 for k, v in cases.items()}
-    scores = ranking.Scores(["a", "b"], sorted(cases), np.array([[cases[c] for c in sorted(cases)], [other[c] for c in sorted(cases)]]),
-                            np.array([np.nan, np.nan]), "score", True)
+    scores = ranking.Scores(
+        ["a", "b"],
+        sorted(cases),
+        np.array([[cases[c] for c in sorted(cases)], [other[c] for c in sorted(cases)]]),
+        np.array([np.nan, np.nan]),
+        "score",
+        True,
+    )
     expected = next(s for s in ranking.bootstrap(scores)["submissions"] if s["submission"] == "a")["case_mean_ci"]
     interval = ranking_interval(dict(sorted(cases.items())))
     assert [interval["low"], interval["high"]] == expected

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-
 from helpers.grading import FIXTURES, ROOT, run_cli
-from evaluation.organizer import rescore
+
 from evaluation.contract import Outcome
+from evaluation.organizer import rescore
 from evaluation.suites.cellmap.alignment import Grid
 from evaluation.suites.cellmap.inputs import Pair
 from evaluation.suites.cellmap.options import Limits
@@ -56,9 +56,22 @@ def make_submissions(root: Path) -> tuple[Path, Path]:
 
 
 def run_rescore(phase: Path, subs: Path, out: Path, *extra: str, wait: bool = True):
-    command = [sys.executable, "-m", "evaluation", "rescore", "--ground-truth", str(phase), "--submissions", str(subs),
-               "--output", str(out), *extra]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "evaluation",
+        "rescore",
+        "--ground-truth",
+        str(phase),
+        "--submissions",
+        str(subs),
+        "--output",
+        str(out),
+        *extra,
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     if not wait:
         return process
     stdout, stderr = process.communicate(timeout=600)
@@ -93,8 +106,14 @@ def assert_identical_to_cli(out: Path, single: dict) -> None:
 def assert_leaderboard(out: Path, single: dict) -> None:
     table = json.loads((out / "leaderboard.json").read_text())
     order = [(row["rank"], row["submission"], row["status"]) for row in table["rows"]]
-    assert order == [(1, "perfect", "scored"), (2, "jitter", "scored"), (2, "zipped", "scored"),
-                     (4, "missing_crop", "scored"), (None, "broken_label", "failed"), (None, "empty", "rejected")]
+    assert order == [
+        (1, "perfect", "scored"),
+        (2, "jitter", "scored"),
+        (2, "zipped", "scored"),
+        (4, "missing_crop", "scored"),
+        (None, "broken_label", "failed"),
+        (None, "empty", "rejected"),
+    ]
     scores = [row["overall_score"] for row in table["rows"][:4]]
     assert scores == sorted(scores, reverse=True) and scores[0] == 1.0
     assert scores[1] == json.loads((single["jitter"] / "metrics.json").read_text())["aggregates"]["overall_score"]
@@ -113,7 +132,10 @@ def test_rescore_on_a_cluster_with_a_worker_killed_mid_run(setup, tmp_path):
 
     phase, subs, single = setup
     out = tmp_path / "out"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         pids = client.run(os.getpid)
         process = run_rescore(phase, subs, out, "--scheduler", cluster.scheduler_address, wait=False)
         killed = None
@@ -164,8 +186,10 @@ def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
     shutil.copytree(CASE / "submission.zarr", subs / "missing_crop" / "submission.zarr")
     changed = run_rescore(phase, subs, out, "--workers", "1")
     assert changed["submissions_reused"] == len(PLANNABLE) and changed["units_computed"] == 4
-    assert json.loads((out / "missing_crop" / "metrics.json").read_text())["case"] == \
-        json.loads((single["jitter"] / "metrics.json").read_text())["case"]
+    assert (
+        json.loads((out / "missing_crop" / "metrics.json").read_text())["case"]
+        == json.loads((single["jitter"] / "metrics.json").read_text())["case"]
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,10 +198,19 @@ def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
 
 def test_only_deterministic_outcomes_are_stored(tmp_path, cellmap_phase):
     phase, submission = cellmap_phase("b_split_merge_jitter")
-    good = Pair(crop="crop102", label="mito_mem", display="x", truth=phase / "truth.zarr" / "crop102" / "mito_mem",
-                pred=submission / "submission.zarr" / "crop102" / "mito_mem", mask=None, instance=False,
-                grid=Grid((8.0,) * 3, (64,) * 3, (0.0,) * 3), version="v2", limits=Limits.reference(),
-                pathological_crops="ignore")
+    good = Pair(
+        crop="crop102",
+        label="mito_mem",
+        display="x",
+        truth=phase / "truth.zarr" / "crop102" / "mito_mem",
+        pred=submission / "submission.zarr" / "crop102" / "mito_mem",
+        mask=None,
+        instance=False,
+        grid=Grid((8.0,) * 3, (64,) * 3, (0.0,) * 3),
+        version="v2",
+        limits=Limits.reference(),
+        pathological_crops="ignore",
+    )
     record = rescore.score_unit("cellmap", "crop102/mito_mem", good, str(tmp_path / "ok.json"))
     assert record["value"]["status"] == "scored" and (tmp_path / "ok.json").is_file()
     missing_pred = dataclasses.replace(good, pred=tmp_path / "nothing")
@@ -191,9 +224,17 @@ def test_only_deterministic_outcomes_are_stored(tmp_path, cellmap_phase):
 def test_unit_id_depends_on_phase_submission_and_payload():
     base = rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 1})
     assert base == rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 1})
-    assert len({base, rescore.unit_id("q", "s", "cellmap", "crop1/mito", {"a": 1}),
+    assert (
+        len(
+            {
+                base,
+                rescore.unit_id("q", "s", "cellmap", "crop1/mito", {"a": 1}),
                 rescore.unit_id("p", "t", "cellmap", "crop1/mito", {"a": 1}),
-                rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 2})}) == 4
+                rescore.unit_id("p", "s", "cellmap", "crop1/mito", {"a": 2}),
+            }
+        )
+        == 4
+    )
 
 
 def test_ranking_direction_and_ties():
@@ -203,8 +244,20 @@ def test_ranking_direction_and_ties():
         return e
 
     entries = [entry("a", 0.5), entry("b", 0.9), entry("c", 0.5), entry("d", 0.1), entry("e", 0.99, rescore.FAILED)]
-    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", True)] == [(1, "b"), (2, "a"), (2, "c"), (4, "d"), (None, "e")]
-    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", False)] == [(1, "d"), (2, "a"), (2, "c"), (4, "b"), (None, "e")]
+    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", True)] == [
+        (1, "b"),
+        (2, "a"),
+        (2, "c"),
+        (4, "d"),
+        (None, "e"),
+    ]
+    assert [(r, e.name) for r, e in rescore.ranked(entries, "score", False)] == [
+        (1, "d"),
+        (2, "a"),
+        (2, "c"),
+        (4, "b"),
+        (None, "e"),
+    ]
 
 
 def test_outcome_round_trip():

@@ -4,9 +4,9 @@ import os
 import signal
 import time
 
-from evaluation import contract, machine, runner
-from evaluation.errors import SubmissionError
+from evaluation import contract, runner
 from evaluation.contract import Task
+from evaluation.errors import SubmissionError
 
 
 def _work(payload):
@@ -38,7 +38,8 @@ def test_a_dead_worker_loses_only_its_task():
 def test_errors_keep_their_kind_and_nan_survives_transport():
     outcomes = runner.run(
         [Task("s", {"action": "bad"}), Task("i", {"action": "bug"}), Task("ok", {"action": "ok"})],
-        _work, contract.Resources(workers=3, memory_bytes=1 << 30),
+        _work,
+        contract.Resources(workers=3, memory_bytes=1 << 30),
     )
     assert outcomes["s"].kind == "submission" and outcomes["s"].message == "crop1/mito: broken chunk"
     assert outcomes["i"].kind == "internal" and "ZeroDivisionError" in outcomes["i"].message
@@ -47,8 +48,11 @@ def test_errors_keep_their_kind_and_nan_survives_transport():
 
 def test_time_limit_stops_a_case():
     started = time.monotonic()
-    outcomes = runner.run([Task("slow", {"action": "sleep", "seconds": 60}), Task("fast", {"action": "ok"})],
-                          _work, contract.Resources(workers=2, memory_bytes=1 << 30, time_limit=1.0))
+    outcomes = runner.run(
+        [Task("slow", {"action": "sleep", "seconds": 60}), Task("fast", {"action": "ok"})],
+        _work,
+        contract.Resources(workers=2, memory_bytes=1 << 30, time_limit=1.0),
+    )
     assert outcomes["slow"].kind == "timeout" and outcomes["fast"].ok
     assert time.monotonic() - started < 30
 
@@ -64,7 +68,10 @@ def test_memory_budget_serialises_big_tasks():
 
 def test_a_task_over_the_whole_budget_is_refused_before_it_starts(tmp_path):
     marker = tmp_path / "started"
-    tasks = [Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000), Task("ok", {"action": "ok"}, memory_bytes=10)]
+    tasks = [
+        Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000),
+        Task("ok", {"action": "ok"}, memory_bytes=10),
+    ]
     outcomes = runner.run(tasks, _work, contract.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
     assert outcomes["huge"].kind == "submission" and "memory" in outcomes["huge"].message
     assert not marker.exists() and outcomes["ok"].ok
@@ -83,10 +90,17 @@ def test_resources_follow_the_process_limits():
     import sys
 
     seven_gib = 7 * 2**30
-    probe = ("from evaluation import contract, machine; r = contract.Resources.detect(); "
-             "print(r.memory_bytes, machine.memory_limits()['rlimit_data'], r.workers)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (seven_gib, seven_gib)))
+    probe = (
+        "from evaluation import contract, machine; r = contract.Resources.detect(); "
+        "print(r.memory_bytes, machine.memory_limits()['rlimit_data'], r.workers)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (seven_gib, seven_gib)),
+    )
     budget, seen, workers = map(int, done.stdout.split())
     assert seen == seven_gib and budget == int(seven_gib * contract.MEMORY_HEADROOM) and workers >= 1
     lowered = contract.Resources.detect(workers=3, memory_limit_bytes=2**30, time_limit=5)
@@ -96,6 +110,7 @@ def test_resources_follow_the_process_limits():
 def test_a_worker_cannot_grow_past_the_budget():
     """The backstop behind the readers' size checks: a worker allocating beyond the run's
     budget fails its own task with a memory message."""
-    outcome = runner.run([Task("greedy", {"action": "allocate", "bytes": 3 << 30})], _work,
-                         contract.Resources(workers=1, memory_bytes=1 << 30))["greedy"]
+    outcome = runner.run(
+        [Task("greedy", {"action": "allocate", "bytes": 3 << 30})], _work, contract.Resources(workers=1, memory_bytes=1 << 30)
+    )["greedy"]
     assert outcome.kind == "submission" and "memory" in outcome.message

@@ -3,22 +3,20 @@ and hashes, the packing golden, a brute-force voxeliser, hand-computed counts an
 
 import hashlib
 import math
-import pickle
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-
 from helpers.grading import ROOT, run_cli, validate_metrics
 from helpers.tomo import EXPECTED, PHANTOMS, TOMO, case, foam_phase, geometry, write_spheres, write_volume
+
 from evaluation.metrics.means import harmonic_mean
 from evaluation.readers import bitpack
 from evaluation.suites.tomo_foam.phantom import Grid, Rasterizer, Spheres, axis_centres, expanded, material_volume, void_labels
 from evaluation.suites.tomo_foam.scores import FoamCounts, foam_boundary, foam_scores, slab_counts
 from evaluation.suites.tomo_foam.scoring import count_phantom
 from evaluation.suites.tomo_foam.truth import Expansion
-
 
 # --------------------------------------------------------------------------------------------
 # Ground truth
@@ -45,8 +43,17 @@ def test_slabs_of_the_truth_tile_the_volume():
 def test_void_classes_compare_in_float32():
     # 0.1 and 0.025 are not float32 numbers: the reference compares float32 radii with the
     # float32 thresholds, so float32(0.1) itself is large and the float32 just below is not.
-    r = np.array([np.float32(0.1), np.nextafter(np.float32(0.1), np.float32(0)), np.float32(0.025),
-                  np.nextafter(np.float32(0.025), np.float32(0)), 0.2, 0.006], dtype=np.float32)
+    r = np.array(
+        [
+            np.float32(0.1),
+            np.nextafter(np.float32(0.1), np.float32(0)),
+            np.float32(0.025),
+            np.nextafter(np.float32(0.025), np.float32(0)),
+            0.2,
+            0.006,
+        ],
+        dtype=np.float32,
+    )
     assert void_labels(r).tolist() == [2, 3, 3, 4, 2, 4]
 
 
@@ -89,8 +96,14 @@ def test_box_rasteriser_equals_brute_force(seed):
     records[:, 0:2] = rng.uniform(-1.1, 1.1, (n, 2))
     records[:, 2] = rng.uniform(-0.5, 0.5, n)
     records[:, 3] = rng.uniform(0.005, 0.3, n)  # overlapping on purpose: first sphere must win
-    grid = Grid(nx=int(rng.integers(20, 40)), ny=int(rng.integers(20, 40)), nz=int(rng.integers(5, 12)),
-                voxel_size=float(rng.uniform(0.04, 0.08)), cx=float(rng.uniform(-0.5, 0.5)), cy=float(rng.uniform(-0.5, 0.5)))
+    grid = Grid(
+        nx=int(rng.integers(20, 40)),
+        ny=int(rng.integers(20, 40)),
+        nz=int(rng.integers(5, 12)),
+        voxel_size=float(rng.uniform(0.04, 0.08)),
+        cx=float(rng.uniform(-0.5, 0.5)),
+        cy=float(rng.uniform(-0.5, 0.5)),
+    )
     spheres = Spheres.from_records(records.ravel())
     assert np.array_equal(Rasterizer(spheres, grid).slab(0, grid.nz), brute_force(spheres, grid))
 
@@ -134,7 +147,9 @@ def test_expanding_phantom_scales_radii_and_voxel_size():
     assert (zoomed.cx, zoomed.cy) == (0.0, 0.0)  # the reference passes no centre here
     # with a flat size curve at 1 nothing changes but the (ignored) centre
     same, grid_same = expanded(spheres, np.ones(4, np.float32), time, Grid(nx=16, ny=16, nz=8, voxel_size=0.15))
-    assert np.array_equal(Rasterizer(same, grid_same).slab(0, 8), Rasterizer(spheres, Grid(nx=16, ny=16, nz=8, voxel_size=0.15)).slab(0, 8))
+    assert np.array_equal(
+        Rasterizer(same, grid_same).slab(0, 8), Rasterizer(spheres, Grid(nx=16, ny=16, nz=8, voxel_size=0.15)).slab(0, 8)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,7 +252,8 @@ def _single_phantom_phase(folder, extra=""):
     g = geometry("foamC_nosmall")
     (folder / "phase.yaml").write_text(
         "suite: tomo_foam\nphantoms:\n  foam_phantom_1:\n    spheres: truth.h5\n"
-        f"    grid: {{nx: {g['nx']}, ny: {g['ny']}, nz: {g['nz']}, voxel_size: {g['voxel_size']!r}}}\n" + extra)
+        f"    grid: {{nx: {g['nx']}, ny: {g['ny']}, nz: {g['nz']}, voxel_size: {g['voxel_size']!r}}}\n" + extra
+    )
     return folder, data
 
 
@@ -320,8 +336,13 @@ def test_rasterize_command_writes_the_reference_volumes(tmp_path):
     for name, suffix in suffixes.items():
         text = text.replace(f"spheres: {name}.h5", f"spheres: {name}.h5\n    labels: labels/{name}{suffix}")
     (phase / "phase.yaml").write_text(text)
-    done = subprocess.run([sys.executable, "-m", "evaluation", "rasterize", str(phase), "--threads", "2"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation", "rasterize", str(phase), "--threads", "2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     from evaluation.readers.slabs import open_slabs
 

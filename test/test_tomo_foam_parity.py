@@ -8,15 +8,19 @@ a phase that rasterises the void lists, or one that reads precomputed label volu
 """
 
 import pytest
-
 from helpers.grading import differences, run_cli, validate_metrics
 from helpers.tomo import EXPECTED, PHANTOMS, SUBMISSIONS, case, foam_phase, write_volume
 
 SCORES = EXPECTED["metric_order"]
 COUNTS = tuple(EXPECTED["phantoms"]["foamA"]["submissions"]["perfect"]["spec_counts"])
 FORMATS = [  # (suffix, dtype) per submission index, rotating through the intake paths
-    (".packed.h5", "uint8"), (".tif", "uint8"), (".npy", "bool"), (".zarr", "uint8"), (".h5", "float32"),
-    (".mha", "uint8"), (".npy", "float64"),
+    (".packed.h5", "uint8"),
+    (".tif", "uint8"),
+    (".npy", "bool"),
+    (".zarr", "uint8"),
+    (".h5", "float32"),
+    (".mha", "uint8"),
+    (".npy", "float64"),
 ]
 
 

@@ -10,10 +10,17 @@ import math
 
 import numpy as np
 import pytest
-
 from helpers.grading import run_cli, validate_metrics
 from helpers.tomo import write_volume
-from evaluation.suites.tomo_fuelcell.regions import RegionCounts, dice, membership_lut, patterns_from_masks, region_counts, slab_histogram
+
+from evaluation.suites.tomo_fuelcell.regions import (
+    RegionCounts,
+    dice,
+    membership_lut,
+    patterns_from_masks,
+    region_counts,
+    slab_histogram,
+)
 
 TOTAL, START, STOP = 10, 2, 8
 PLANE = (4, 8)
@@ -42,9 +49,19 @@ SUB_C = SUB_A
 #      harmonic mean 4 / (13/8 + 3/2 + 3/2 + 3/2) = 32/49
 #   B: region_4 holds no water at all: 0/0; region_1 2·3/(4+6) = 3/5
 #   C: channel truth empty, submission not: region_2 = 0, harmonic mean 0
-EXPECTED_A = {"dice_region_1": 8 / 13, "dice_region_2": 2 / 3, "dice_region_3": 2 / 3, "dice_region_4": 2 / 3, "harm_mean": 32 / 49}
-COUNTS_A = {"region_1": {"both": 24, "submitted": 36, "truth": 42}, "region_2": {"both": 12, "submitted": 12, "truth": 24},
-            "region_3": {"both": 6, "submitted": 6, "truth": 12}, "region_4": {"both": 6, "submitted": 12, "truth": 6}}
+EXPECTED_A = {
+    "dice_region_1": 8 / 13,
+    "dice_region_2": 2 / 3,
+    "dice_region_3": 2 / 3,
+    "dice_region_4": 2 / 3,
+    "harm_mean": 32 / 49,
+}
+COUNTS_A = {
+    "region_1": {"both": 24, "submitted": 36, "truth": 42},
+    "region_2": {"both": 12, "submitted": 12, "truth": 24},
+    "region_3": {"both": 6, "submitted": 6, "truth": 12},
+    "region_4": {"both": 6, "submitted": 12, "truth": 6},
+}
 
 
 def stack(cells, total=True) -> np.ndarray:
@@ -63,8 +80,10 @@ def make_phase(folder, steps, extra=""):
         write_volume(folder / step / "water.h5", stack(truth))
         write_volume(folder / step / "regions.h5", REGION_LABELS)
     (folder / "phase.yaml").write_text(
-        "suite: tomo_fuelcell\n" f"time_steps: [{', '.join(steps)}]\n"
-        f"slices: {{start: {START}, stop: {STOP}, total: {TOTAL}}}\n" + extra)
+        "suite: tomo_fuelcell\n"
+        f"time_steps: [{', '.join(steps)}]\n"
+        f"slices: {{start: {START}, stop: {STOP}, total: {TOTAL}}}\n" + extra
+    )
     return folder
 
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from helpers.tomo import write_volume
+
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.readers.slabs import map_slabs, open_slabs, slab_bounds
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary

@@ -152,15 +152,33 @@ def test_v2_data_types(tmp_path, dtype):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("separator", [".", "/"])
 def test_v2_order_and_separator(tmp_path, order, separator):
-    write(tmp_path / "a", values(">i4"), chunks=CHUNKS, zarr_format=2, order=order,
-          chunk_key_encoding={"name": "v2", "separator": separator})
+    write(
+        tmp_path / "a",
+        values(">i4"),
+        chunks=CHUNKS,
+        zarr_format=2,
+        order=order,
+        chunk_key_encoding={"name": "v2", "separator": separator},
+    )
     meta = json.loads((tmp_path / "a" / ".zarray").read_text())
     assert meta["order"] == order and meta.get("dimension_separator", ".") == separator
     same_as_zarr(tmp_path / "a")
 
 
-@pytest.mark.parametrize("dtype, fill", [("<f4", float("nan")), ("<f8", float("inf")), ("<f4", -float("inf")), ("<u2", 7),
-                                         ("<i4", -3), ("|b1", True), ("<f8", 2.5), ("<f4", None), ("<u4", None)])
+@pytest.mark.parametrize(
+    "dtype, fill",
+    [
+        ("<f4", float("nan")),
+        ("<f8", float("inf")),
+        ("<f4", -float("inf")),
+        ("<u2", 7),
+        ("<i4", -3),
+        ("|b1", True),
+        ("<f8", 2.5),
+        ("<f4", None),
+        ("<u4", None),
+    ],
+)
 def test_v2_fill_values_with_missing_chunks(tmp_path, dtype, fill):
     write(tmp_path / "a", values(dtype), chunks=CHUNKS, zarr_format=2, fill_value=fill)
     ours = same_as_zarr(tmp_path / "a")
@@ -206,8 +224,10 @@ V3_OPTIONS = {
     "no-compressor": {"compressors": None},
     "big-endian": {"serializer": BytesCodec(endian="big")},
     "transpose": {"filters": [TransposeCodec(order=(2, 0, 1))]},
-    "transpose-twice": {"filters": [TransposeCodec(order=(1, 2, 0)), TransposeCodec(order=(2, 1, 0))],
-                        "serializer": BytesCodec(endian="big")},
+    "transpose-twice": {
+        "filters": [TransposeCodec(order=(1, 2, 0)), TransposeCodec(order=(2, 1, 0))],
+        "serializer": BytesCodec(endian="big"),
+    },
     "gzip": {"compressors": [GzipCodec(level=5)]},
     "blosc-bitshuffle": {"compressors": [BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle")]},
     "blosc-zstd": {"compressors": [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]},
@@ -221,8 +241,15 @@ V3_OPTIONS = {
     "numcodecs.lz4": {"compressors": [_numcodecs_v3("LZ4")]},
     "numcodecs.zstd": {"compressors": [_numcodecs_v3("Zstd", level=2)]},
     "numcodecs.blosc": {"compressors": [_numcodecs_v3("Blosc", cname="zstd")]},
-    "numcodecs.checksums": {"compressors": [_numcodecs_v3("Shuffle", elementsize=4), _numcodecs_v3("CRC32"), _numcodecs_v3("Adler32"),
-                                            _numcodecs_v3("Fletcher32"), _numcodecs_v3("CRC32C")]},
+    "numcodecs.checksums": {
+        "compressors": [
+            _numcodecs_v3("Shuffle", elementsize=4),
+            _numcodecs_v3("CRC32"),
+            _numcodecs_v3("Adler32"),
+            _numcodecs_v3("Fletcher32"),
+            _numcodecs_v3("CRC32C"),
+        ]
+    },
     "key-default-dot": {"chunk_key_encoding": {"name": "default", "separator": "."}},
     "key-v2-slash": {"chunk_key_encoding": {"name": "v2", "separator": "/"}},
     "key-v2-dot": {"chunk_key_encoding": {"name": "v2", "separator": "."}},
@@ -241,7 +268,9 @@ def test_v3_data_types(tmp_path, dtype):
     same_as_zarr(tmp_path / "a")
 
 
-@pytest.mark.parametrize("dtype, fill", [("<f4", float("nan")), ("<f8", -float("inf")), ("<u8", 2**64 - 1), ("|b1", True), ("<i2", -7)])
+@pytest.mark.parametrize(
+    "dtype, fill", [("<f4", float("nan")), ("<f8", -float("inf")), ("<u8", 2**64 - 1), ("|b1", True), ("<i2", -7)]
+)
 def test_v3_fill_values(tmp_path, dtype, fill):
     write(tmp_path / "a", values(dtype), chunks=CHUNKS, fill_value=fill)
     assert same_as_zarr(tmp_path / "a").stored((slice(10, None), slice(None), slice(6, None)))
@@ -259,11 +288,24 @@ def test_v3_hex_fill_values(tmp_path, dtype, fill):
 
 SHARDED = {
     "end": {"chunks": (2, 2, 4), "shards": (6, 4, 8)},
-    "start-crc32c-gzip": {"chunks": (6, 4, 8), "compressors": None, "serializer": ShardingCodec(
-        chunk_shape=(2, 2, 4), codecs=[BytesCodec(endian="big"), GzipCodec(), Crc32cCodec()], index_location="start")},
-    "big-index-transposed": {"chunks": (6, 4, 8), "filters": None, "compressors": None, "serializer": ShardingCodec(
-        chunk_shape=(3, 2, 2), codecs=[TransposeCodec(order=(1, 0, 2)), BytesCodec()],
-        index_codecs=[BytesCodec(endian="big")], index_location="end")},
+    "start-crc32c-gzip": {
+        "chunks": (6, 4, 8),
+        "compressors": None,
+        "serializer": ShardingCodec(
+            chunk_shape=(2, 2, 4), codecs=[BytesCodec(endian="big"), GzipCodec(), Crc32cCodec()], index_location="start"
+        ),
+    },
+    "big-index-transposed": {
+        "chunks": (6, 4, 8),
+        "filters": None,
+        "compressors": None,
+        "serializer": ShardingCodec(
+            chunk_shape=(3, 2, 2),
+            codecs=[TransposeCodec(order=(1, 0, 2)), BytesCodec()],
+            index_codecs=[BytesCodec(endian="big")],
+            index_location="end",
+        ),
+    },
 }
 
 
@@ -320,7 +362,7 @@ def test_reads_on_threads_share_one_array(tmp_path):
     write(tmp_path / "a", data, written=None, chunks=(4, 8, 8), zarr_format=2)[...] = data
     ours = zarr_store.open_array(tmp_path / "a", "x")
     results = {}
-    threads = [threading.Thread(target=lambda z=z: results.__setitem__(z, ours[z:z + 8])) for z in range(0, 64, 8)]
+    threads = [threading.Thread(target=lambda z=z: results.__setitem__(z, ours[z : z + 8])) for z in range(0, 64, 8)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -341,8 +383,16 @@ def edit(folder: Path, **changes) -> None:
 
 def zarray(folder: Path, **fields) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    meta = {"zarr_format": 2, "shape": [48, 48, 48], "chunks": [16, 16, 16], "dtype": "<u4", "compressor": None,
-            "filters": None, "fill_value": 0, "order": "C"}
+    meta = {
+        "zarr_format": 2,
+        "shape": [48, 48, 48],
+        "chunks": [16, 16, 16],
+        "dtype": "<u4",
+        "compressor": None,
+        "filters": None,
+        "fill_value": 0,
+        "order": "C",
+    }
     (folder / ".zarray").write_text(json.dumps({**meta, **fields}))
     return folder
 
@@ -389,35 +439,38 @@ def test_one_voxel_chunks_of_an_empty_array_read_in_well_under_a_second(tmp_path
     assert time.perf_counter() - started < 0.5
 
 
-@pytest.mark.parametrize("fields, words", [
-    ({"compressor": {"id": "pickle"}}, ("codec pickle", "not accepted", "blosc, zstd or gzip")),
-    ({"filters": [{"id": "pickle"}]}, ("pickle",)),
-    ({"dtype": "|O", "filters": [{"id": "vlen-utf8"}]}, ("vlen-utf8",)),
-    ({"dtype": "|O"}, ("data type", "integer, boolean or float")),
-    ({"dtype": "<U4"}, ("data type",)),
-    ({"dtype": "<c8"}, ("data type",)),
-    ({"dtype": "<M8[ns]"}, ("data type",)),
-    ({"dtype": [["a", "<u4"]]}, ("structured",)),
-    ({"dtype": "|u4"}, ("byte order",)),
-    ({"compressor": {"id": "zstd", "level": 1, "dict": "x"}}, ("unknown setting",)),
-    ({"compressor": {"id": "lzma", "format": 3, "filters": [{"id": 33}]}}, ("lzma",)),
-    ({"compressor": {"id": "blosc", "cname": "evil"}}, ("cname",)),
-    ({"filters": [{"id": "delta", "dtype": "|O"}]}, ("dtype",)),
-    ({"filters": [{"id": "delta", "dtype": "<b8"}]}, ("dtype",)),
-    ({"filters": [{"id": "astype", "encode_dtype": "<f1", "decode_dtype": "<u4"}]}, ("encode_dtype",)),
-    ({"filters": [{"id": "packbits"}]}, ("packbits", "boolean")),
-    ({"filters": [{"level": 1}]}, ("'id'",)),
-    ({"shape": "big", "chunks": [0]}, ("not a readable zarr array",)),
-    ({"shape": [48, -1, 48]}, ("shape",)),
-    ({"shape": [48, 48, True]}, ("shape",)),
-    ({"chunks": [16, 16]}, ("chunks",)),
-    ({"zarr_format": 3}, ("zarr_format",)),
-    ({"fill_value": "NaN"}, ("fill_value",)),
-    ({"fill_value": 2**40}, ("fill_value",)),
-    ({"order": "K"}, ("order",)),
-    ({"dimension_separator": "\\"}, ("dimension_separator",)),
-    ({"shape": [1] * 40, "chunks": [1] * 40}, ("dimensions",)),
-])
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"compressor": {"id": "pickle"}}, ("codec pickle", "not accepted", "blosc, zstd or gzip")),
+        ({"filters": [{"id": "pickle"}]}, ("pickle",)),
+        ({"dtype": "|O", "filters": [{"id": "vlen-utf8"}]}, ("vlen-utf8",)),
+        ({"dtype": "|O"}, ("data type", "integer, boolean or float")),
+        ({"dtype": "<U4"}, ("data type",)),
+        ({"dtype": "<c8"}, ("data type",)),
+        ({"dtype": "<M8[ns]"}, ("data type",)),
+        ({"dtype": [["a", "<u4"]]}, ("structured",)),
+        ({"dtype": "|u4"}, ("byte order",)),
+        ({"compressor": {"id": "zstd", "level": 1, "dict": "x"}}, ("unknown setting",)),
+        ({"compressor": {"id": "lzma", "format": 3, "filters": [{"id": 33}]}}, ("lzma",)),
+        ({"compressor": {"id": "blosc", "cname": "evil"}}, ("cname",)),
+        ({"filters": [{"id": "delta", "dtype": "|O"}]}, ("dtype",)),
+        ({"filters": [{"id": "delta", "dtype": "<b8"}]}, ("dtype",)),
+        ({"filters": [{"id": "astype", "encode_dtype": "<f1", "decode_dtype": "<u4"}]}, ("encode_dtype",)),
+        ({"filters": [{"id": "packbits"}]}, ("packbits", "boolean")),
+        ({"filters": [{"level": 1}]}, ("'id'",)),
+        ({"shape": "big", "chunks": [0]}, ("not a readable zarr array",)),
+        ({"shape": [48, -1, 48]}, ("shape",)),
+        ({"shape": [48, 48, True]}, ("shape",)),
+        ({"chunks": [16, 16]}, ("chunks",)),
+        ({"zarr_format": 3}, ("zarr_format",)),
+        ({"fill_value": "NaN"}, ("fill_value",)),
+        ({"fill_value": 2**40}, ("fill_value",)),
+        ({"order": "K"}, ("order",)),
+        ({"dimension_separator": "\\"}, ("dimension_separator",)),
+        ({"shape": [1] * 40, "chunks": [1] * 40}, ("dimensions",)),
+    ],
+)
 def test_bad_v2_metadata_is_refused_with_a_clear_message(tmp_path, fields, words):
     refused(zarray(tmp_path / "a", **fields), *words)
 
@@ -428,39 +481,116 @@ def _v3(folder: Path, **fields) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("fields, words", [
-    ({"codecs": [{"name": "bytes"}, {"name": "numcodecs.pickle"}]}, ("numcodecs.pickle", "not accepted")),
-    ({"codecs": [{"name": "vlen-utf8"}]}, ("vlen-utf8",)),
-    ({"codecs": [{"name": "bytes"}, {"name": "numcodecs.delta", "configuration": {"dtype": "<u2"}}]}, ("numcodecs.delta",)),
-    ({"data_type": "string"}, ("data type",)),
-    ({"data_type": {"name": "numpy.datetime64", "configuration": {"unit": "s"}}}, ("data type",)),
-    ({"data_type": "complex64"}, ("data type",)),
-    ({"storage_transformers": [{"name": "x"}]}, ("storage transformers",)),
-    ({"secret": 1}, ("unknown field",)),
-    ({"chunk_grid": {"name": "rectilinear", "configuration": {}}}, ("chunk_grid",)),
-    ({"chunk_key_encoding": {"name": "default", "configuration": {"separator": ":"}}}, ("separator",)),
-    ({"codecs": [{"name": "zstd"}, {"name": "bytes"}]}, ("after the bytes codec",)),
-    ({"codecs": [{"name": "transpose", "configuration": {"order": [0, 0, 1]}}, {"name": "bytes"}]}, ("permutation",)),
-    ({"codecs": [{"name": "bytes", "configuration": {"endian": "middle"}}]}, ("endian",)),
-    ({"codecs": []}, ("codecs",)),
-    ({"fill_value": "0x12"}, ("fill_value",)),
-    ({"fill_value": None}, ("fill_value",)),
-    ({"node_type": "group"}, ("group",)),
-    ({"codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1, 1], "codecs": [{"name": "bytes"}],
-                                                                  "index_codecs": [{"name": "bytes"}, {"name": "crc32c"}]}}],
-      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [13, 11, 9]}}, "shape": [13, 11, 9]}, None),
-    ({"codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2, 2, 2], "codecs": [{"name": "bytes"}],
-                                                                  "index_codecs": [{"name": "bytes"}]}}]}, ("multiple",)),
-    ({"codecs": [{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [1, 1, 2], "index_codecs": [{"name": "bytes"}],
-        "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1, 1], "codecs": [{"name": "bytes"}],
-                                                                  "index_codecs": [{"name": "bytes"}]}}]}}]}, ("inside a shard",)),
-    ({"codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1, 1], "codecs": [{"name": "bytes"}],
-                                                                  "index_codecs": [{"name": "bytes"}, {"name": "gzip"}]}}]}, ("index_codecs",)),
-    ({"codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1, 1], "codecs": [{"name": "bytes"}],
-                                                                  "index_codecs": [{"name": "bytes"}]}}],
-      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [128, 128, 128]}}, "shape": [128, 128, 128]}, ("inner chunks",)),
-])
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"codecs": [{"name": "bytes"}, {"name": "numcodecs.pickle"}]}, ("numcodecs.pickle", "not accepted")),
+        ({"codecs": [{"name": "vlen-utf8"}]}, ("vlen-utf8",)),
+        ({"codecs": [{"name": "bytes"}, {"name": "numcodecs.delta", "configuration": {"dtype": "<u2"}}]}, ("numcodecs.delta",)),
+        ({"data_type": "string"}, ("data type",)),
+        ({"data_type": {"name": "numpy.datetime64", "configuration": {"unit": "s"}}}, ("data type",)),
+        ({"data_type": "complex64"}, ("data type",)),
+        ({"storage_transformers": [{"name": "x"}]}, ("storage transformers",)),
+        ({"secret": 1}, ("unknown field",)),
+        ({"chunk_grid": {"name": "rectilinear", "configuration": {}}}, ("chunk_grid",)),
+        ({"chunk_key_encoding": {"name": "default", "configuration": {"separator": ":"}}}, ("separator",)),
+        ({"codecs": [{"name": "zstd"}, {"name": "bytes"}]}, ("after the bytes codec",)),
+        ({"codecs": [{"name": "transpose", "configuration": {"order": [0, 0, 1]}}, {"name": "bytes"}]}, ("permutation",)),
+        ({"codecs": [{"name": "bytes", "configuration": {"endian": "middle"}}]}, ("endian",)),
+        ({"codecs": []}, ("codecs",)),
+        ({"fill_value": "0x12"}, ("fill_value",)),
+        ({"fill_value": None}, ("fill_value",)),
+        ({"node_type": "group"}, ("group",)),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1, 1, 1],
+                            "codecs": [{"name": "bytes"}],
+                            "index_codecs": [{"name": "bytes"}, {"name": "crc32c"}],
+                        },
+                    }
+                ],
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [13, 11, 9]}},
+                "shape": [13, 11, 9],
+            },
+            None,
+        ),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [2, 2, 2],
+                            "codecs": [{"name": "bytes"}],
+                            "index_codecs": [{"name": "bytes"}],
+                        },
+                    }
+                ]
+            },
+            ("multiple",),
+        ),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1, 1, 2],
+                            "index_codecs": [{"name": "bytes"}],
+                            "codecs": [
+                                {
+                                    "name": "sharding_indexed",
+                                    "configuration": {
+                                        "chunk_shape": [1, 1, 1],
+                                        "codecs": [{"name": "bytes"}],
+                                        "index_codecs": [{"name": "bytes"}],
+                                    },
+                                }
+                            ],
+                        },
+                    }
+                ]
+            },
+            ("inside a shard",),
+        ),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1, 1, 1],
+                            "codecs": [{"name": "bytes"}],
+                            "index_codecs": [{"name": "bytes"}, {"name": "gzip"}],
+                        },
+                    }
+                ]
+            },
+            ("index_codecs",),
+        ),
+        (
+            {
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1, 1, 1],
+                            "codecs": [{"name": "bytes"}],
+                            "index_codecs": [{"name": "bytes"}],
+                        },
+                    }
+                ],
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [128, 128, 128]}},
+                "shape": [128, 128, 128],
+            },
+            ("inner chunks",),
+        ),
+    ],
+)
 def test_bad_v3_metadata_is_refused_with_a_clear_message(tmp_path, fields, words):
     folder = _v3(tmp_path / "a", **fields)
     if words is None:  # a valid variant: opens, and its (missing) shard reads as fill
@@ -575,9 +705,17 @@ def _single_chunk_array(folder: Path, compressor, fmt=2, shape=(64, 64, 64)) -> 
 
 
 CORRUPTIBLE = {
-    "blosc": (2, numcodecs.Blosc()), "zstd": (2, numcodecs.Zstd()), "lz4": (2, numcodecs.LZ4()), "zlib": (2, numcodecs.Zlib()),
-    "gzip": (2, numcodecs.GZip()), "bz2": (2, numcodecs.BZ2()), "lzma": (2, numcodecs.LZMA()), "none": (2, None),
-    "v3-zstd-crc32c": (3, [ZstdCodec(), Crc32cCodec()]), "v3-gzip": (3, [GzipCodec()]), "v3-blosc": (3, [BloscCodec()]),
+    "blosc": (2, numcodecs.Blosc()),
+    "zstd": (2, numcodecs.Zstd()),
+    "lz4": (2, numcodecs.LZ4()),
+    "zlib": (2, numcodecs.Zlib()),
+    "gzip": (2, numcodecs.GZip()),
+    "bz2": (2, numcodecs.BZ2()),
+    "lzma": (2, numcodecs.LZMA()),
+    "none": (2, None),
+    "v3-zstd-crc32c": (3, [ZstdCodec(), Crc32cCodec()]),
+    "v3-gzip": (3, [GzipCodec()]),
+    "v3-blosc": (3, [BloscCodec()]),
 }
 
 
@@ -616,8 +754,7 @@ def test_truncated_and_garbage_chunks_are_refused_naming_the_array(tmp_path, nam
 def test_shard_index_pointing_past_the_end_is_refused(tmp_path):
     folder = tmp_path / "a"
     data = values("<u2")
-    write(folder, data, written=Ellipsis, chunks=(2, 2, 4), shards=(6, 4, 8),
-          serializer="auto", compressors=None)
+    write(folder, data, written=Ellipsis, chunks=(2, 2, 4), shards=(6, 4, 8), serializer="auto", compressors=None)
     meta = json.loads((folder / "zarr.json").read_text())
     meta["codecs"][0]["configuration"]["index_codecs"] = [{"name": "bytes", "configuration": {"endian": "little"}}]
     for other in (folder / "c").rglob("*"):  # every shard without its index checksum
@@ -626,9 +763,9 @@ def test_shard_index_pointing_past_the_end_is_refused(tmp_path):
     shard = folder / "c" / "0" / "0" / "0"  # its first inner chunk beyond the end of the file
     raw = shard.read_bytes()
     entries = 3 * 2 * 2
-    index = np.frombuffer(raw[-entries * 16:], "<u8").copy().reshape(-1, 2)
+    index = np.frombuffer(raw[-entries * 16 :], "<u8").copy().reshape(-1, 2)
     index[0, 0] = len(raw) * 2
-    shard.write_bytes(raw[:-entries * 16] + index.tobytes())
+    shard.write_bytes(raw[: -entries * 16] + index.tobytes())
     (folder / "zarr.json").write_text(json.dumps(meta))
     refused(folder, "past the end", read=True)
     assert np.array_equal(zarr_store.open_array(folder, "x")[6:], data[6:])
@@ -647,7 +784,11 @@ def test_shard_index_checksum_is_verified(tmp_path):
 
 
 def test_checksums_are_verified(tmp_path):
-    for name, filters in (("crc32", [numcodecs.CRC32()]), ("adler32", [numcodecs.Adler32()]), ("fletcher32", [numcodecs.Fletcher32()])):
+    for name, filters in (
+        ("crc32", [numcodecs.CRC32()]),
+        ("adler32", [numcodecs.Adler32()]),
+        ("fletcher32", [numcodecs.Fletcher32()]),
+    ):
         folder = tmp_path / name
         write(folder, values("<u2"), written=Ellipsis, chunks=CHUNKS, zarr_format=2, filters=filters, compressors=None)
         chunk = folder / "1.1.1"
@@ -692,7 +833,7 @@ def _zlib_bomb(wbits: int) -> bytes:
     again = compressor.compress(bytes(_BLOCK)) + compressor.flush(zlib.Z_FULL_FLUSH)
     tail = compressor.flush(zlib.Z_FINISH)
     count = BOMB_BYTES // _BLOCK
-    head, trailer = tail[:-8 if wbits > 15 else -4], b""
+    head, trailer = tail[: -8 if wbits > 15 else -4], b""
     if wbits > 15:  # gzip: crc32 and size of all the data
         crc = 0
         for _ in range(count):
@@ -726,12 +867,21 @@ BOMBS = {
     "gzip": (lambda: _zlib_bomb(31), {"id": "gzip", "level": 9}),
     "gzip-members": (lambda: _repeat_member(lambda d: zlib.compress(d, 9, wbits=31)), {"id": "gzip", "level": 9}),
     "bz2": (lambda: _repeat_member(lambda d: __import__("bz2").compress(d, 9)), {"id": "bz2", "level": 9}),
-    "lzma": (lambda: _repeat_member(lambda d: lzma.compress(d)), {"id": "lzma", "format": 1, "check": -1, "preset": None, "filters": None}),
+    "lzma": (
+        lambda: _repeat_member(lambda d: lzma.compress(d)),
+        {"id": "lzma", "format": 1, "check": -1, "preset": None, "filters": None},
+    ),
     "zstd-stated": (lambda: numcodecs.Zstd(3).encode(bytes(256 << 20)), {"id": "zstd", "level": 3}),
     "zstd-streamed": (_zstd_streamed_bomb, {"id": "zstd", "level": 19}),
     "zstd-lying": (_zstd_lying_bomb, {"id": "zstd", "level": 19}),
-    "blosc": (lambda: numcodecs.Blosc("zstd", 9).encode(bytes(256 << 20)), {"id": "blosc", "cname": "zstd", "clevel": 9, "shuffle": 1}),
-    "blosc-header": (lambda: struct.pack("<BBBBIII", 2, 1, 0x11, 1, 2**31 - 100, 2**16, 16) , {"id": "blosc", "cname": "lz4", "clevel": 9, "shuffle": 0}),
+    "blosc": (
+        lambda: numcodecs.Blosc("zstd", 9).encode(bytes(256 << 20)),
+        {"id": "blosc", "cname": "zstd", "clevel": 9, "shuffle": 1},
+    ),
+    "blosc-header": (
+        lambda: struct.pack("<BBBBIII", 2, 1, 0x11, 1, 2**31 - 100, 2**16, 16),
+        {"id": "blosc", "cname": "lz4", "clevel": 9, "shuffle": 0},
+    ),
     "lz4": (lambda: struct.pack("<i", 2**31 - 1) + bytes(1000), {"id": "lz4", "acceleration": 1}),
 }
 
@@ -772,8 +922,14 @@ def test_compression_bombs_are_refused_quickly_in_bounded_memory(bomb_folder, na
 
 def test_v3_bombs_inside_shards_are_refused(tmp_path):
     folder = tmp_path / "a"
-    write(folder, np.ones((64, 64, 64), np.uint8), written=Ellipsis, chunks=(32, 32, 64), shards=(64, 64, 64),
-          compressors=[ZstdCodec()])
+    write(
+        folder,
+        np.ones((64, 64, 64), np.uint8),
+        written=Ellipsis,
+        chunks=(32, 32, 64),
+        shards=(64, 64, 64),
+        compressors=[ZstdCodec()],
+    )
     shard = folder / "c" / "0" / "0" / "0"
     raw = shard.read_bytes()
     bomb = numcodecs.Zstd(3).encode(bytes(64 << 20))
@@ -795,8 +951,12 @@ def _seed_arrays(root: Path) -> dict[str, Path]:
     data = values("<u2", shape=(9, 7, 5))
     seeds = {
         "v2-blosc": dict(zarr_format=2),
-        "v2-zlib-delta-crc32": dict(zarr_format=2, compressors=numcodecs.Zlib(), filters=[numcodecs.Delta("<u2"), numcodecs.CRC32()]),
-        "v2-bz2-F-slash": dict(zarr_format=2, compressors=numcodecs.BZ2(), order="F", chunk_key_encoding={"name": "v2", "separator": "/"}),
+        "v2-zlib-delta-crc32": dict(
+            zarr_format=2, compressors=numcodecs.Zlib(), filters=[numcodecs.Delta("<u2"), numcodecs.CRC32()]
+        ),
+        "v2-bz2-F-slash": dict(
+            zarr_format=2, compressors=numcodecs.BZ2(), order="F", chunk_key_encoding={"name": "v2", "separator": "/"}
+        ),
         "v2-lz4": dict(zarr_format=2, compressors=numcodecs.LZ4()),
         "v3-zstd-crc32c": dict(compressors=[ZstdCodec(), Crc32cCodec()], serializer=BytesCodec(endian="big")),
         "v3-gzip-transpose": dict(compressors=[GzipCodec()], filters=[TransposeCodec(order=(2, 1, 0))]),
@@ -812,13 +972,74 @@ def _seed_arrays(root: Path) -> dict[str, Path]:
 
 
 _JSON_VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.sampled_from([
-        "NaN", "Infinity", "0x7fc00000", "<u2", ">u2", "|b1", "|O", "<b8", "<f1", "|u4", "<i16", "uint16", "bytes", "blosc", "pickle", "zstd",
-        "sharding_indexed", "crc32c", "C", "F", "/", ".", "v2", "default", "regular", "start", "end", "little", "big"]),
-        st.text(max_size=8)),
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(
-        st.sampled_from(["id", "name", "configuration", "level", "chunk_shape", "codecs", "index_codecs", "endian", "order",
-                         "separator", "dtype", "astype", "cname", "shuffle", "blocksize", "location", "x"]), children, max_size=4)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False),
+        st.sampled_from(
+            [
+                "NaN",
+                "Infinity",
+                "0x7fc00000",
+                "<u2",
+                ">u2",
+                "|b1",
+                "|O",
+                "<b8",
+                "<f1",
+                "|u4",
+                "<i16",
+                "uint16",
+                "bytes",
+                "blosc",
+                "pickle",
+                "zstd",
+                "sharding_indexed",
+                "crc32c",
+                "C",
+                "F",
+                "/",
+                ".",
+                "v2",
+                "default",
+                "regular",
+                "start",
+                "end",
+                "little",
+                "big",
+            ]
+        ),
+        st.text(max_size=8),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "name",
+                    "configuration",
+                    "level",
+                    "chunk_shape",
+                    "codecs",
+                    "index_codecs",
+                    "endian",
+                    "order",
+                    "separator",
+                    "dtype",
+                    "astype",
+                    "cname",
+                    "shuffle",
+                    "blocksize",
+                    "location",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=4,
+        ),
+    ),
     max_leaves=12,
 )
 
@@ -862,7 +1083,7 @@ def _mutate_bytes(data: bytes, draw) -> bytes:
         elif action == "insert":
             data[position:position] = draw(st.binary(min_size=1, max_size=16))
         elif action == "replace":
-            data[position:position + 8] = draw(st.binary(min_size=8, max_size=8))
+            data[position : position + 8] = draw(st.binary(min_size=8, max_size=8))
         elif data:
             data[draw(st.integers(0, min(24, len(data) - 1)))] = draw(st.integers(0, 255))
     return bytes(data)
@@ -883,8 +1104,11 @@ def fuzz_seeds(tmp_path_factory):
     return _seed_arrays(tmp_path_factory.mktemp("fuzz-seeds"))
 
 
-@settings(max_examples=int(os.environ.get("FUZZ_ZARR_EXAMPLES", 300)), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("FUZZ_ZARR_EXAMPLES", 300)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_fuzzed_arrays_read_correctly_or_are_refused(tmp_path_factory, fuzz_seeds, data):
     import resource

@@ -84,12 +84,18 @@ def provide_input() -> None:
         shutil.copytree(source, linked, dirs_exist_ok=True, symlinks=True)
     else:
         with zipfile.ZipFile(source) as archive:
-            members = [m for m in archive.infolist()
-                       if not m.is_dir() and not DROPPED & set(PurePosixPath(m.filename).parts)]
-            prefix = os.path.commonpath([m.filename for m in members]) if len(members) > 1 else \
-                str(PurePosixPath(members[0].filename).parent)
+            members = [m for m in archive.infolist() if not m.is_dir() and not DROPPED & set(PurePosixPath(m.filename).parts)]
+            prefix = (
+                os.path.commonpath([m.filename for m in members])
+                if len(members) > 1
+                else str(PurePosixPath(members[0].filename).parent)
+            )
             for member in members:
-                relative = PurePosixPath(member.filename).relative_to(prefix) if prefix not in ("", ".") else PurePosixPath(member.filename)
+                relative = (
+                    PurePosixPath(member.filename).relative_to(prefix)
+                    if prefix not in ("", ".")
+                    else PurePosixPath(member.filename)
+                )
                 target = linked / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(archive.read(member))

@@ -101,8 +101,8 @@ def confusion_matrix(truth: np.ndarray, pred: np.ndarray, index: ClassIndex) -> 
     flat_truth, flat_pred = truth.reshape(-1), pred.reshape(-1)
     total = np.zeros((k1 + 1) * k1, dtype=np.int64)
     for start in range(0, flat_truth.size, _CHUNK):
-        key = rows_of(flat_truth[start:start + _CHUNK])
-        key += cols_of(flat_pred[start:start + _CHUNK])
+        key = rows_of(flat_truth[start : start + _CHUNK])
+        key += cols_of(flat_pred[start : start + _CHUNK])
         total += np.bincount(key, minlength=total.size)
     return total[: k1 * k1].reshape(k1, k1)
 

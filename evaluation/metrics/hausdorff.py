@@ -134,7 +134,9 @@ def _boundary(points: np.ndarray, labels_at, shape, g: int) -> np.ndarray:
 def _hausdorff_sparse(truth, assignment: _Assignment, g: int, box_a: Box, parts: np.ndarray, vs: np.ndarray) -> float:
     truth_at = lambda p, i: truth[tuple(p.T)] == i  # noqa: E731
     points_a = np.argwhere(truth[box_a] == g) + _origin(box_a)
-    points_b = np.concatenate([np.argwhere(assignment.pieces[assignment.boxes[p]] == p) + _origin(assignment.boxes[p]) for p in parts])
+    points_b = np.concatenate(
+        [np.argwhere(assignment.pieces[assignment.boxes[p]] == p) + _origin(assignment.boxes[p]) for p in parts]
+    )
     a_outside_b = points_a[~assignment.at(points_a, g)]
     b_outside_a = points_b[~truth_at(points_b, g)]
     forward = _directed_tree(a_outside_b, _boundary(points_b, assignment.at, truth.shape, g), vs)
@@ -145,7 +147,7 @@ def _hausdorff_sparse(truth, assignment: _Assignment, g: int, box_a: Box, parts:
 def capped_hausdorff(truth: np.ndarray, pieces: np.ndarray, piece_ids, ids, voxel_size, cap: float) -> np.ndarray:
     """float32 ``d_g`` for each truth id in ``ids``; ``pieces`` labels the prediction's pieces
     1..n and ``piece_ids[p]`` is the id piece p is assigned to (``piece_ids[0] == 0``)."""
-    vs = np.asarray(voxel_size, dtype=np.float64)[-truth.ndim:]
+    vs = np.asarray(voxel_size, dtype=np.float64)[-truth.ndim :]
     boxes_a = label_boxes(truth)
     assignment = _Assignment(pieces, piece_ids)
     out = np.empty(len(ids), dtype=np.float32)
@@ -178,7 +180,7 @@ def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, c
     """The reference's own algorithm on two label images (ROI = union box padded by
     ceil(cap / vs) + 2, two full transforms per id). Orders of magnitude slower; kept as the
     executable specification that tests and ``bench/`` compare the fast path against."""
-    vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim:]
+    vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim :]
     pad = np.ceil(cap / vs).astype(int) + 2
     boxes_a, boxes_b = label_boxes(a), label_boxes(b)
     out = np.empty(len(ids), dtype=np.float32)

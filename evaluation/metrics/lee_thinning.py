@@ -51,7 +51,7 @@ def _tables():
     adjacency = np.full((27, 26), -1, np.int64)
     for i, a in enumerate(offsets):
         near = [j for j, b in enumerate(offsets) if j not in (i, 13) and max(abs(x - y) for x, y in zip(a, b)) <= 1]
-        adjacency[i, :len(near)] = near
+        adjacency[i, : len(near)] = near
     faces = np.array([index[o] for o in offsets if sum(map(abs, o)) == 1], np.int64)
     edges = []
     for axis in range(3):

@@ -22,11 +22,11 @@ def small_histogram(key: np.ndarray, bins: int, wanted: np.ndarray | None = None
     counts = np.zeros(bins, dtype=np.int64)
     if values.size > _COMPARE_LIMIT:
         for start in range(0, flat.size, _BLOCK):
-            counts += np.bincount(flat[start:start + _BLOCK], minlength=256)[:bins]
+            counts += np.bincount(flat[start : start + _BLOCK], minlength=256)[:bins]
         return counts if wanted is None else np.where(wanted, counts, 0)
     scratch = np.empty(min(_BLOCK, flat.size), dtype=bool)
     for start in range(0, flat.size, _BLOCK):
-        part = flat[start:start + _BLOCK]
+        part = flat[start : start + _BLOCK]
         mask = scratch[: part.size]
         for value in values:
             np.equal(part, np.uint8(value), out=mask)

@@ -49,7 +49,7 @@ class SparseLabels:
             order = np.argsort(self.ids, kind="stable")  # stable: voxel order kept per id
             bounds = np.searchsorted(self.ids[order], np.arange(1, self.count + 2))
             sorted_index = self.index[order]
-            self._voxels = [sorted_index[bounds[i]:bounds[i + 1]] for i in range(self.count)]
+            self._voxels = [sorted_index[bounds[i] : bounds[i + 1]] for i in range(self.count)]
         return self._voxels[label - 1]
 
     def voxel_counts(self) -> np.ndarray:

@@ -21,31 +21,49 @@ _log = log.get("evaluation")
 
 
 def parse_args(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m evaluation", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     rescore = commands.add_parser("rescore", help="score every submission of a folder against one phase, on Dask")
     rescore.add_argument("--ground-truth", type=Path, required=True, help="phase folder (phase.yaml + ground truth)")
-    rescore.add_argument("--submissions", type=Path, required=True, help="folder with one subfolder or archive (.zip, .tar.gz, ...) per submission")
-    rescore.add_argument("--output", type=Path, required=True,
-                         help="receives <submission>/metrics.json, leaderboard.csv/.json and the resumable state (.rescore/)")
-    rescore.add_argument("--scheduler", default=None, help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)")
+    rescore.add_argument(
+        "--submissions", type=Path, required=True, help="folder with one subfolder or archive (.zip, .tar.gz, ...) per submission"
+    )
+    rescore.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="receives <submission>/metrics.json, leaderboard.csv/.json and the resumable state (.rescore/)",
+    )
+    rescore.add_argument(
+        "--scheduler",
+        default=None,
+        help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)",
+    )
     rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
     rescore.add_argument("--log-level", default=None)
 
     rank = commands.add_parser("rank", help="bootstrap ranking uncertainty over cases")
-    rank.add_argument("inputs", nargs="+", type=Path,
-                      help="a rescore output folder, submission result folders, case_scores.json or metrics.json files")
+    rank.add_argument(
+        "inputs",
+        nargs="+",
+        type=Path,
+        help="a rescore output folder, submission result folders, case_scores.json or metrics.json files",
+    )
     rank.add_argument("--output", type=Path, required=True, help="receives ranking.json, ranking.png, pairwise.png, ranking.html")
     rank.add_argument("--resamples", type=int, default=1000)
     rank.add_argument("--seed", type=int, default=0)
     rank.add_argument("--confidence", type=float, default=0.95, help="level of the intervals (default 0.95)")
-    rank.add_argument("--null-as", type=float, default=None,
-                      help="value for a case score that is null (default: refuse such input)")
+    rank.add_argument(
+        "--null-as", type=float, default=None, help="value for a case score that is null (default: refuse such input)"
+    )
     rank.add_argument("--log-level", default=None)
 
-    raster = commands.add_parser("rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)")
+    raster = commands.add_parser(
+        "rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)"
+    )
     raster.add_argument("phase_dir", type=Path)
     raster.add_argument("--phantom", action="append", help="only this phantom (repeatable)")
     raster.add_argument("--threads", type=int, default=1)
@@ -68,7 +86,10 @@ def _rank(args) -> int:
     scores = ranking.load(args.inputs, null_as=args.null_as)
     result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
     written = ranking_report.write(args.output, result)
-    print(json.dumps({"submissions": len(scores.names), "cases": len(scores.cases), "written": [str(p) for p in written]}), flush=True)
+    print(
+        json.dumps({"submissions": len(scores.names), "cases": len(scores.cases), "written": [str(p) for p in written]}),
+        flush=True,
+    )
     return EXIT_OK
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import log
-from evaluation.metrics.bootstrap import draw_counts, resampled_means
 from evaluation.errors import GraderError
+from evaluation.metrics.bootstrap import draw_counts, resampled_means
 
 _log = log.get(__name__)
 CASE_SCORES_FILE = "case_scores.json"
@@ -112,8 +112,10 @@ def load(inputs: list[Path], null_as: float | None = None) -> Scores:
         if sorted(record["case_scores"]) != cases:
             extra = set(record["case_scores"]) ^ set(cases)
             raise GraderError(f"{name!r} has other cases than {names[0]!r} (differing: {sorted(extra)[:5]})")
-    matrix = np.array([[_case_value(name, case, r["case_scores"][case], null_as) for case in cases]
-                       for name, r in zip(names, records)], dtype=np.float64)
+    matrix = np.array(
+        [[_case_value(name, case, r["case_scores"][case], null_as) for case in cases] for name, r in zip(names, records)],
+        dtype=np.float64,
+    )
     published = np.array([_number(r.get("leaderboard", {}).get(ranking)) for r in records], dtype=np.float64)
     return Scores(names, cases, matrix, published, ranking, bool(higher))
 
@@ -164,8 +166,8 @@ def pairwise_wins(means: np.ndarray, higher_is_better: bool) -> np.ndarray:
     wins = np.empty((n, n))
     block = max(1, _PAIRWISE_BLOCK_BYTES // max(1, n * resamples))
     for start in range(0, n, block):
-        rows = keyed[start:start + block, None, :]
-        wins[start:start + block] = ((rows > keyed[None]).sum(axis=2) + 0.5 * (rows == keyed[None]).sum(axis=2)) / resamples
+        rows = keyed[start : start + block, None, :]
+        wins[start : start + block] = ((rows > keyed[None]).sum(axis=2) + 0.5 * (rows == keyed[None]).sum(axis=2)) / resamples
     return wins
 
 
@@ -173,7 +175,6 @@ def bootstrap(scores: Scores, resamples: int = 1000, seed: int = 0, confidence: 
     """The ranking-uncertainty result (JSON-able)."""
     if resamples < 1 or not 0 < confidence < 1:
         raise GraderError("resamples must be >= 1 and confidence between 0 and 1")
-    n = len(scores.names)
     counts = draw_counts(len(scores.cases), resamples, seed)
     means = resampled_means(scores.matrix, counts)
     ranks = competition_ranks(means, scores.higher_is_better)

@@ -34,8 +34,19 @@ def rank_plot(result: dict) -> bytes:
             ys.append(int(rank))
             share.append(frequency)
     share = np.asarray(share)
-    blobs = axes.scatter(xs, ys, s=share * _BLOB_AREA, c=share, cmap="viridis_r", vmin=0, vmax=1,
-                         alpha=0.85, edgecolors="#444444", linewidths=0.3, zorder=2)
+    blobs = axes.scatter(
+        xs,
+        ys,
+        s=share * _BLOB_AREA,
+        c=share,
+        cmap="viridis_r",
+        vmin=0,
+        vmax=1,
+        alpha=0.85,
+        edgecolors="#444444",
+        linewidths=0.3,
+        zorder=2,
+    )
     for x, s in enumerate(subs):
         axes.vlines(x, *s["rank_ci"], color="black", linewidth=1.2, zorder=3)
         axes.plot(x, s["rank_median"], "o", color="black", markersize=3.5, zorder=4)
@@ -48,8 +59,11 @@ def rank_plot(result: dict) -> bytes:
     axes.set_ylabel("rank in bootstrap resamples (1 = best)")
     axes.set_xlabel(f"submission (by leaderboard rank on {result['ranking']})")
     level = int(round(result["confidence"] * 100))
-    axes.set_title(f"Rank distribution over {result['resamples']} bootstrap resamples of {result['cases']} cases\n"
-                   f"dot: median rank, bar: {level} % interval, area and colour: share of resamples", fontsize=10)
+    axes.set_title(
+        f"Rank distribution over {result['resamples']} bootstrap resamples of {result['cases']} cases\n"
+        f"dot: median rank, bar: {level} % interval, area and colour: share of resamples",
+        fontsize=10,
+    )
     axes.grid(True, color="#dddddd", linewidth=0.5, zorder=0)
     figure.colorbar(blobs, ax=axes, fraction=0.03, pad=0.02, label="share of resamples")
     return figures.png(figure)
@@ -70,8 +84,15 @@ def pairwise_plot(result: dict) -> bytes:
         for i in range(n):
             for j in range(n):
                 if i != j:
-                    axes.text(j, i, _percent(wins[i, j]), ha="center", va="center", fontsize=7,
-                              color="white" if abs(wins[i, j] - 0.5) > 0.3 else "black")
+                    axes.text(
+                        j,
+                        i,
+                        _percent(wins[i, j]),
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if abs(wins[i, j] - 0.5) > 0.3 else "black",
+                    )
     axes.set_title("Share of resamples in which the row beats the column (ties count half)", fontsize=10)
     figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
     return figures.png(figure)
@@ -100,8 +121,8 @@ def html_section(result: dict, rank_png: bytes, pairwise_png: bytes) -> str:
         )
     return f"""<section id="ranking-uncertainty">
 <h2>Ranking uncertainty</h2>
-<p>Bootstrap over the {result['cases']} cases: {result['resamples']} resamples (seed {result['seed']}); in each, a submission
-scores the mean of its case scores ({html.escape(result['ranking'])}, {'higher' if result['higher_is_better'] else 'lower'}
+<p>Bootstrap over the {result["cases"]} cases: {result["resamples"]} resamples (seed {result["seed"]}); in each, a submission
+scores the mean of its case scores ({html.escape(result["ranking"])}, {"higher" if result["higher_is_better"] else "lower"}
 is better) and the submissions are ranked. Ties share the better rank and count half a win.
 Intervals are {level} % percentile intervals.</p>
 <table>
@@ -116,9 +137,11 @@ Intervals are {level} % percentile intervals.</p>
 </section>"""
 
 
-PAGE_STYLE = ("body{font-family:sans-serif;margin:2em;max-width:80em} table{border-collapse:collapse} "
-              "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right} "
-              "td:nth-child(2),th:nth-child(2){text-align:left} figure{margin:2em 0}")
+PAGE_STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:80em} table{border-collapse:collapse} "
+    "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right} "
+    "td:nth-child(2),th:nth-child(2){text-align:left} figure{margin:2em 0}"
+)
 
 
 def write(output: Path, result: dict) -> list[Path]:

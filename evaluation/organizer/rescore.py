@@ -39,11 +39,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, phase as phases, report, suites
+from evaluation import __version__, log, machine, report, suites
+from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
+from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.submission import Submission, unpack
-from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 
 _log = log.get(__name__)
 
@@ -84,7 +85,15 @@ def phase_fingerprint(phase_folder: Path) -> str:
 
 
 def unit_id(phase_fp: str, submission_fp: str, suite: str, key: str, payload: dict) -> str:
-    return _digest({"phase": phase_fp, "submission": submission_fp, "suite": suite, "task": key, "payload": payload.to_dict() if isinstance(payload, Payload) else payload})[:32]
+    return _digest(
+        {
+            "phase": phase_fp,
+            "submission": submission_fp,
+            "suite": suite,
+            "task": key,
+            "payload": payload.to_dict() if isinstance(payload, Payload) else payload,
+        }
+    )[:32]
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,16 +115,24 @@ def score_unit(suite_name: str, key: str, payload: dict, record_path: str) -> di
         record = failure(key, exc)
         if "traceback" in record:
             _log.error("unit_exception", unit=key, traceback=record.pop("traceback"))
-    record.update(key=key, seconds=time.monotonic() - started,
-                  computed={"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()})
+    record.update(
+        key=key,
+        seconds=time.monotonic() - started,
+        computed={"host": socket.gethostname(), "pid": os.getpid(), "at": time.time()},
+    )
     if record.get("kind") in DETERMINISTIC_KINDS:
         report.write_atomic(Path(record_path), json.dumps(record, allow_nan=True).encode())
     return record
 
 
 def to_outcome(record: dict) -> Outcome:
-    return Outcome(record["key"], value=record.get("value"), kind=record.get("kind"),
-                   message=record.get("message"), seconds=record.get("seconds", 0.0))
+    return Outcome(
+        record["key"],
+        value=record.get("value"),
+        kind=record.get("kind"),
+        message=record.get("message"),
+        seconds=record.get("seconds", 0.0),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,12 +217,19 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
     entry.complete = all(o.kind in DETERMINISTIC_KINDS for o in failures)
     (entry.output / REJECTED_FILE).unlink(missing_ok=True)
     scores = {
-        "suite": suite.name, "ranking": suite.ranking, "higher_is_better": suite.higher_is_better,
-        "status": entry.status, "message": entry.message, "complete": entry.complete,
+        "suite": suite.name,
+        "ranking": suite.ranking,
+        "higher_is_better": suite.higher_is_better,
+        "status": entry.status,
+        "message": entry.message,
+        "complete": entry.complete,
         "fingerprint": {"phase": phase_fp, "submission": entry.fingerprint},
-        "leaderboard": result.leaderboard, "case_scores": result.case_scores,
+        "leaderboard": result.leaderboard,
+        "case_scores": result.case_scores,
     }
-    report.write(entry.output, report.metrics_document(suite.name, result, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores})
+    report.write(
+        entry.output, report.metrics_document(suite.name, result, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores}
+    )
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
 
@@ -260,19 +284,37 @@ def ranked(entries: list[Entry], key: str, higher_is_better: bool) -> list[tuple
 
 def write_leaderboard(output: Path, suite: Suite, phase_folder: Path, entries: list[Entry]) -> list[dict]:
     rows = [
-        {"rank": rank, "submission": e.name, "status": e.status, suite.ranking: e.leaderboard.get(suite.ranking),
-         "leaderboard": e.leaderboard, "message": e.message}
+        {
+            "rank": rank,
+            "submission": e.name,
+            "status": e.status,
+            suite.ranking: e.leaderboard.get(suite.ranking),
+            "leaderboard": e.leaderboard,
+            "message": e.message,
+        }
         for rank, e in ranked(entries, suite.ranking, suite.higher_is_better)
     ]
-    table = {"suite": suite.name, "ranking": suite.ranking, "higher_is_better": suite.higher_is_better,
-             "phase": str(phase_folder), "rows": rows}
+    table = {
+        "suite": suite.name,
+        "ranking": suite.ranking,
+        "higher_is_better": suite.higher_is_better,
+        "phase": str(phase_folder),
+        "rows": rows,
+    }
     report.write_atomic(output / f"{LEADERBOARD}.json", report.json_bytes(table))
     columns = sorted({c for row in rows for c in row["leaderboard"]} - {suite.ranking})
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(["rank", "submission", "status", suite.ranking, *columns, "message"])
     for row in rows:
-        cells = [row["rank"], row["submission"], row["status"], row[suite.ranking], *(row["leaderboard"].get(c) for c in columns), row["message"]]
+        cells = [
+            row["rank"],
+            row["submission"],
+            row["status"],
+            row[suite.ranking],
+            *(row["leaderboard"].get(c) for c in columns),
+            row["message"],
+        ]
         writer.writerow(["" if cell is None else cell for cell in cells])
     report.write_atomic(output / f"{LEADERBOARD}.csv", text.getvalue().encode())
     return rows
@@ -299,8 +341,9 @@ def connect(scheduler: str | None, workers: int | None):
     if scheduler:
         return Client(scheduler), None
     with dask.config.set(WORKER_CONFIG):
-        cluster = LocalCluster(n_workers=workers or machine.cpu_count(), threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=workers or machine.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None
+        )
     return Client(cluster), cluster
 
 
@@ -331,8 +374,9 @@ def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: st
             entry.outcomes[task.key] = to_outcome(json.loads(path.read_text()))
             entry.reused += 1
             continue
-        future = dask.client.submit(score_unit, suite.name, task.key, task.payload, str(path),
-                                    key=f"unit-{unit}", pure=False, priority=priority)
+        future = dask.client.submit(
+            score_unit, suite.name, task.key, task.payload, str(path), key=f"unit-{unit}", pure=False, priority=priority
+        )
         futures[future] = (entry, task.key)
     return futures
 
@@ -373,8 +417,9 @@ def _collect(future, entry: Entry, key: str) -> None:
     future.release()
 
 
-def rescore(phase_folder: Path, submissions: Path, output: Path, scheduler: str | None = None,
-            workers: int | None = None) -> dict:
+def rescore(
+    phase_folder: Path, submissions: Path, output: Path, scheduler: str | None = None, workers: int | None = None
+) -> dict:
     """Score every submission in ``submissions``; returns the run's summary."""
     started = time.monotonic()
     phase = phases.load(phase_folder)
@@ -413,8 +458,10 @@ def rescore(phase_folder: Path, submissions: Path, output: Path, scheduler: str 
     summary = {
         "submissions": len(entries),
         **{status: sum(e.status == status for e in entries) for status in (SCORED, FAILED, REJECTED, ERROR)},
-        "units_computed": computed, "units_reused": sum(e.reused for e in entries),
-        "submissions_reused": len(entries) - len(todo), "seconds": round(time.monotonic() - started, 3),
+        "units_computed": computed,
+        "units_reused": sum(e.reused for e in entries),
+        "submissions_reused": len(entries) - len(todo),
+        "seconds": round(time.monotonic() - started, 3),
         "retry": [e.name for e in entries if not e.complete],
     }
     _log.info("rescore_done", **summary)

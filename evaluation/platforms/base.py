@@ -4,10 +4,9 @@ from pathlib import Path
 
 from evaluation import phase as phases
 from evaluation.archive import Limits
-from evaluation.submission import Submission, unpack
 from evaluation.contract import Result
-
 from evaluation.errors import PhaseError
+from evaluation.submission import Submission, unpack
 
 PLATFORM_GROUND_TRUTH = Path("/opt/ml/input/data/ground_truth")  # Grand-Challenge phase tarball
 BAKED_GROUND_TRUTH = Path("/opt/app/ground-truth")

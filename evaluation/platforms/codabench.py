@@ -18,9 +18,10 @@ import math
 import os
 from pathlib import Path
 
-from evaluation import log, report as reports
-from evaluation.platforms.base import Platform, default_ground_truth, phase_folder
+from evaluation import log
+from evaluation import report as reports
 from evaluation.contract import Result
+from evaluation.platforms.base import Platform, default_ground_truth, phase_folder
 
 _log = log.get(__name__)
 SCORES_FILE = "scores.json"
@@ -65,9 +66,20 @@ def scores(leaderboard: dict) -> dict[str, float]:
 
 
 MAX_KEY = 36  # codabench src/apps/leaderboards/models.py: Column.key = CharField(max_length=36)
-ABBREVIATIONS = (("normalized", "norm"), ("hausdorff", "hd"), ("distance", "dist"), ("instance", "inst"),
-                 ("semantic", "sem"), ("combined", "comb"), ("accuracy", "acc"), ("overall", "all"),
-                 ("coverage", "cov"), ("precision", "prec"), ("recall", "rec"), ("score", "s"))
+ABBREVIATIONS = (
+    ("normalized", "norm"),
+    ("hausdorff", "hd"),
+    ("distance", "dist"),
+    ("instance", "inst"),
+    ("semantic", "sem"),
+    ("combined", "comb"),
+    ("accuracy", "acc"),
+    ("overall", "all"),
+    ("coverage", "cov"),
+    ("precision", "prec"),
+    ("recall", "rec"),
+    ("score", "s"),
+)
 
 
 def column_key(key: str, abbreviate: bool = True) -> str:
@@ -83,7 +95,7 @@ def column_key(key: str, abbreviate: bool = True) -> str:
         words = [short if word == long else word for word in words]
         if len("_".join(words)) <= MAX_KEY:
             return "_".join(words)
-    return f"{key[:MAX_KEY - 9]}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+    return f"{key[: MAX_KEY - 9]}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def summary_page(leaderboard: dict, metrics: dict) -> str:

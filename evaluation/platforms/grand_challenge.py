@@ -28,7 +28,6 @@ _SAFE_PK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SAFE_RELATIVE = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")  # socket paths are slugs joined by '/'
 
 
-
 class GrandChallenge(Platform):
     name = "grand-challenge"
 
@@ -98,17 +97,23 @@ def _output_file(root: Path, job: dict, slug: str | None) -> Path:
     """The single image file of the job's output socket, which must stay inside ``root``."""
     socket = _socket(_socket_value(job, "outputs", slug))
     relative = socket.get("relative_path")
-    if not isinstance(relative, str) or not _SAFE_RELATIVE.match(relative) or PurePosixPath(relative).is_absolute() \
-            or ".." in PurePosixPath(relative).parts:
+    if (
+        not isinstance(relative, str)
+        or not _SAFE_RELATIVE.match(relative)
+        or PurePosixPath(relative).is_absolute()
+        or ".." in PurePosixPath(relative).parts
+    ):
         raise SubmissionError(f"{PREDICTIONS}: output '{socket['slug']}' of job {job['pk']} has an unusable relative_path")
     folder = (root / job["pk"] / "output" / relative).resolve()
     if root.resolve() not in folder.parents:
         raise SubmissionError(f"{PREDICTIONS}: output '{socket['slug']}' of job {job['pk']} points outside the input folder")
     if folder.is_file():
         return folder
-    found = [p for p in sorted(folder.glob("*")) if p.is_file() and images.suffix(p) in IMAGE_OUTPUT_SUFFIXES] if folder.is_dir() else []
+    found = (
+        [p for p in sorted(folder.glob("*")) if p.is_file() and images.suffix(p) in IMAGE_OUTPUT_SUFFIXES]
+        if folder.is_dir()
+        else []
+    )
     if len(found) != 1:
-        raise SubmissionError(
-            f"job {job['pk']}: expected one image in its output '{socket['slug']}', found {len(found)}"
-        )
+        raise SubmissionError(f"job {job['pk']}: expected one image in its output '{socket['slug']}', found {len(found)}")
     return found[0]

@@ -46,4 +46,4 @@ def unpack(packed: np.ndarray, z0: int, z1: int, shape_yx: tuple[int, int]) -> n
                 np.right_shift(planes, np.uint8(bit_of(dz, dy, dx)), out=bits)
                 np.bitwise_and(bits, np.uint8(1), out=out[dz::2, dy::2, dx::2])
     start = z0 - 2 * k0
-    return out[start:start + (z1 - z0), :ny, :nx]
+    return out[start : start + (z1 - z0), :ny, :nx]

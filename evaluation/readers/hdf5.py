@@ -54,8 +54,19 @@ ATTRIBUTES = ("description",)  # the only attributes callers use
 DEFLATE, SHUFFLE, FLETCHER32, LZF = 1, 2, 3, 32000
 LZF_MAX_RATIO = 88  # an LZF back-reference: 3 bytes in, at most 264 bytes out
 _DECODED_HERE = {DEFLATE, SHUFFLE, FLETCHER32}
-_FILTER_NAMES = {DEFLATE: "gzip", SHUFFLE: "shuffle", FLETCHER32: "fletcher32", LZF: "lzf", 4: "szip",
-                 5: "nbit", 6: "scaleoffset", 32001: "blosc", 32004: "lz4", 32008: "bitshuffle", 32015: "zstd"}
+_FILTER_NAMES = {
+    DEFLATE: "gzip",
+    SHUFFLE: "shuffle",
+    FLETCHER32: "fletcher32",
+    LZF: "lzf",
+    4: "szip",
+    5: "nbit",
+    6: "scaleoffset",
+    32001: "blosc",
+    32004: "lz4",
+    32008: "bitshuffle",
+    32015: "zstd",
+}
 _FIX = "save the labels as one plain numeric dataset (gzip or lzf compression) inside the file"
 
 
@@ -123,8 +134,10 @@ def _walk(handle, key: str, display: str, error):
         if kind != h5py.h5l.TYPE_HARD:
             where = "/".join(parts[: depth + 1])
             what = _LINK_KINDS.get(kind, "a user-defined link")
-            raise error(f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
-                        "as one plain numeric dataset (gzip or lzf compression)")
+            raise error(
+                f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
+                "as one plain numeric dataset (gzip or lzf compression)"
+            )
         node = h5py.h5o.open(node, name)
     return node
 
@@ -183,8 +196,12 @@ def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
         return np.dtype(f"{order}{kind}{size}"), as_bool
     if cls == h5t.FLOAT and size in (2, 4, 8):
         expected = {2: (15, 10, 5, 0, 10, 15), 4: (31, 23, 8, 0, 23, 127), 8: (63, 52, 11, 0, 52, 1023)}[size]
-        if (tuple(tid.get_fields()) + (tid.get_ebias(),) == expected and tid.get_precision() == 8 * size
-                and tid.get_offset() == 0 and tid.get_norm() == h5t.NORM_IMPLIED):
+        if (
+            tuple(tid.get_fields()) + (tid.get_ebias(),) == expected
+            and tid.get_precision() == 8 * size
+            and tid.get_offset() == 0
+            and tid.get_norm() == h5t.NORM_IMPLIED
+        ):
             return np.dtype(f"{order}f{size}"), False
     try:
         shown = str(tid.dtype)
@@ -201,8 +218,15 @@ class Hdf5Array:
     ``stored(region)`` (whether anything but the fill value can be inside ``region``) and
     ``read()`` (the whole array). Use as a context manager or call ``close()``."""
 
-    def __init__(self, path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
-                 max_voxels: int | None = None, keys: Sequence[str] = ()):
+    def __init__(
+        self,
+        path: Path,
+        key: str | None = None,
+        display: str | None = None,
+        trusted: bool = False,
+        max_voxels: int | None = None,
+        keys: Sequence[str] = (),
+    ):
         self.display = display or Path(path).name
         self._error = _errors(trusted)
         self._lock = threading.Lock()
@@ -245,8 +269,10 @@ class Hdf5Array:
         voxels = int(np.prod(self.shape, dtype=object)) if self.shape else 1
         if voxels > MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
             limit = max_voxels if max_voxels is not None and max_voxels < MAX_VOXELS else MAX_VOXELS
-            raise self._error(f"{self.display}: '{name}' has shape {self.shape}, more voxels than the {limit} accepted for it; "
-                              "write it on the image's grid")
+            raise self._error(
+                f"{self.display}: '{name}' has shape {self.shape}, more voxels than the {limit} accepted for it; "
+                "write it on the image's grid"
+            )
         self._fill = self._fill_value()
         self.chunks, self._lzf, self._allocated = None, False, True
         if self._layout == h5py.h5d.CHUNKED:
@@ -303,8 +329,10 @@ class Hdf5Array:
             raise self._error(f"{self.display}: '{name}' has invalid chunk sizes {chunks}")
         self._chunk_bytes = int(np.prod(chunks, dtype=object)) * self._file_dtype.itemsize
         if self._chunk_bytes > MAX_CHUNK_BYTES:
-            raise self._error(f"{self.display}: '{name}' has chunks of {self._chunk_bytes} bytes, more than the "
-                              f"{MAX_CHUNK_BYTES} accepted; write it with smaller chunks")
+            raise self._error(
+                f"{self.display}: '{name}' has chunks of {self._chunk_bytes} bytes, more than the "
+                f"{MAX_CHUNK_BYTES} accepted; write it with smaller chunks"
+            )
         self.chunks = chunks
         self._grid = tuple(-(-n // c) for n, c in zip(self.shape, chunks))
         if int(np.prod(self._grid, dtype=object)) >= 1 << 62:
@@ -322,8 +350,10 @@ class Hdf5Array:
     def _index_chunks(self, name: str) -> None:
         count = int(self._dsid.get_num_chunks())
         if count > MAX_CHUNKS:
-            raise self._error(f"{self.display}: '{name}' stores {count} chunks, more than the {MAX_CHUNKS} accepted; "
-                              "write it with larger chunks")
+            raise self._error(
+                f"{self.display}: '{name}' stores {count} chunks, more than the {MAX_CHUNKS} accepted; "
+                "write it with larger chunks"
+            )
         entries = []
         self._dsid.chunk_iter(lambda info: entries.append(info) if len(entries) <= count else True)
         ndim = len(self.shape)
@@ -352,8 +382,10 @@ class Hdf5Array:
                 compressed = (masks & self._lzf_bit) == 0
                 limit = max(self._chunk_bytes, MAX_FILTER_OUTPUT)
                 if np.any(sizes[compressed] * LZF_MAX_RATIO > limit):
-                    raise self._error(f"{self.display}: '{name}' has an lzf chunk that could decode to more than {limit} bytes; "
-                                      "save it with gzip compression")
+                    raise self._error(
+                        f"{self.display}: '{name}' has an lzf chunk that could decode to more than {limit} bytes; "
+                        "save it with gzip compression"
+                    )
         coords, offsets, sizes, masks = coords[keep], offsets[keep], sizes[keep], masks[keep]
         strides = np.cumprod((self._grid[1:] + (1,))[::-1], dtype=np.int64)[::-1] if ndim else np.zeros(0, np.int64)
         linear = coords @ strides if ndim else np.zeros(len(coords), np.int64)
@@ -376,8 +408,11 @@ class Hdf5Array:
                 space = attr.get_space()
                 points = space.get_simple_extent_npoints() if space.get_simple_extent_type() == h5py.h5s.SIMPLE else 1
                 kind = attr.get_type().get_class()
-                if points > 16 or attr.get_storage_size() > MAX_ATTRIBUTE_BYTES or kind not in (
-                        h5py.h5t.STRING, h5py.h5t.INTEGER, h5py.h5t.FLOAT):
+                if (
+                    points > 16
+                    or attr.get_storage_size() > MAX_ATTRIBUTE_BYTES
+                    or kind not in (h5py.h5t.STRING, h5py.h5t.INTEGER, h5py.h5t.FLOAT)
+                ):
                     continue
                 with self._lock:
                     value = h5py.Dataset(self._dsid).attrs[name]
@@ -509,9 +544,13 @@ class Hdf5Array:
             elif code == SHUFFLE:
                 data = _unshuffle(data, values[0] if values else self._file_dtype.itemsize)
             if expected is not None and len(data) != expected:
-                raise self._error(f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt")
+                raise self._error(
+                    f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt"
+                )
         if len(data) != self._chunk_bytes:
-            raise self._error(f"{self.display}: a chunk holds {len(data)} bytes instead of {self._chunk_bytes}; the file is corrupt")
+            raise self._error(
+                f"{self.display}: a chunk holds {len(data)} bytes instead of {self._chunk_bytes}; the file is corrupt"
+            )
         return data
 
     # -- closing ---------------------------------------------------------------------------
@@ -558,7 +597,7 @@ def _unshuffle(data: bytes, size: int) -> bytes:
     if size <= 1 or count <= 1:
         return data
     body = np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(size, count).T.tobytes()
-    return body + data[count * size:]
+    return body + data[count * size :]
 
 
 def _fletcher_sums(data: bytes) -> tuple[int, int]:
@@ -571,7 +610,7 @@ def _fletcher_sums(data: bytes) -> tuple[int, int]:
     total1 = total2 = 0
     block = 1 << 20
     for start in range(0, n, block):
-        part = words[start:start + block]
+        part = words[start : start + block]
         weights = (n - np.arange(start, start + len(part), dtype=np.uint64)) % np.uint64(65535)
         total1 += int(part.sum())
         total2 += int((part * weights).sum())
@@ -597,22 +636,30 @@ def _check_fletcher32(data: bytes, display: str, error) -> bytes:
 # Module-level helpers
 
 
-def open_array(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
-               max_voxels: int | None = None, keys: Sequence[str] = ()) -> Hdf5Array:
+def open_array(
+    path: Path,
+    key: str | None = None,
+    display: str | None = None,
+    trusted: bool = False,
+    max_voxels: int | None = None,
+    keys: Sequence[str] = (),
+) -> Hdf5Array:
     """The dataset ``key`` of ``path``, else the first of ``keys`` that exists, else the
     file's only dataset; checked from its metadata and ready to be read by region."""
     return Hdf5Array(path, key, display, trusted, max_voxels, keys)
 
 
-def probe(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
-          keys: Sequence[str] = ()) -> tuple[tuple[int, ...], np.dtype]:
+def probe(
+    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, keys: Sequence[str] = ()
+) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and (native) dtype from the file's metadata alone."""
     with Hdf5Array(path, key, display, trusted, keys=keys) as array:
         return array.shape, array.dtype
 
 
-def read(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
-         max_voxels: int | None = None) -> tuple[np.ndarray, dict]:
+def read(
+    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, max_voxels: int | None = None
+) -> tuple[np.ndarray, dict]:
     """The whole dataset and its ``attrs``."""
     with Hdf5Array(path, key, display, trusted, max_voxels) as array:
         return array.read(), array.attrs

@@ -21,7 +21,7 @@ import numpy as np
 
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.readers import untrusted
-from evaluation.readers.volume import Volume, native, reason
+from evaluation.readers.volume import Volume, reason
 
 SITK_SUFFIXES = (".mha", ".nii", ".nii.gz", ".nrrd", ".png")
 TIFF_SUFFIXES = (".tif", ".tiff")
@@ -45,8 +45,9 @@ def stem(path: Path) -> str:
     return path.name[: len(path.name) - len(suffix(path))] if suffix(path) in SUFFIXES else path.stem
 
 
-def read(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None,
-         trusted: bool = False) -> Volume:
+def read(
+    path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None, trusted: bool = False
+) -> Volume:
     """Load ``path`` whole. ``key`` selects the dataset of an HDF5 file or the array of a zarr
     group. ``display`` names the file in messages (default: its name). With ``max_voxels``, the
     shape is read from the header first and a larger array is refused before it is loaded.
@@ -155,8 +156,11 @@ def check_geometry(prediction: Volume, truth: Volume, display: str, tolerance: f
         raise SubmissionError(
             f"{display}: has shape {tuple(prediction.array.shape)}, but the image it predicts has shape {tuple(truth.array.shape)}"
         )
-    checks = (("spacing", prediction.spacing, truth.spacing), ("origin", prediction.origin, truth.origin),
-              ("direction", prediction.direction, truth.direction))
+    checks = (
+        ("spacing", prediction.spacing, truth.spacing),
+        ("origin", prediction.origin, truth.origin),
+        ("direction", prediction.direction, truth.direction),
+    )
     for name, got, expected in checks:
         if got is None or expected is None:
             continue

@@ -67,7 +67,13 @@ from evaluation.errors import SubmissionError
 from evaluation.readers.untrusted import check_regular, open_regular
 from evaluation.readers.volume import Volume, reason
 
-IMAGE_IOS = {".mha": "MetaImageIO", ".nrrd": "NrrdImageIO", ".nii": "NiftiImageIO", ".nii.gz": "NiftiImageIO", ".png": "PNGImageIO"}
+IMAGE_IOS = {
+    ".mha": "MetaImageIO",
+    ".nrrd": "NrrdImageIO",
+    ".nii": "NiftiImageIO",
+    ".nii.gz": "NiftiImageIO",
+    ".png": "PNGImageIO",
+}
 SUFFIXES = tuple(IMAGE_IOS)
 
 HEADER_READS = (1 << 16, 1 << 20)  # bytes read for a text header: first try, then the most ever parsed
@@ -216,8 +222,18 @@ def _dtypes() -> dict:
     """SimpleITK pixel ID -> numpy type of one component (scalar, vector and label images)."""
     import SimpleITK as sitk
 
-    names = {"UInt8": np.uint8, "Int8": np.int8, "UInt16": np.uint16, "Int16": np.int16, "UInt32": np.uint32,
-             "Int32": np.int32, "UInt64": np.uint64, "Int64": np.int64, "Float32": np.float32, "Float64": np.float64}
+    names = {
+        "UInt8": np.uint8,
+        "Int8": np.int8,
+        "UInt16": np.uint16,
+        "Int16": np.int16,
+        "UInt32": np.uint32,
+        "Int32": np.int32,
+        "UInt64": np.uint64,
+        "Int64": np.int64,
+        "Float32": np.float32,
+        "Float64": np.float64,
+    }
     found = {}
     for name, dtype in names.items():
         for prefix in ("sitk", "sitkVector", "sitkLabel"):
@@ -239,12 +255,16 @@ def _check_extent(found: Info, display: str, error) -> None:
         if header.fields.get("from_end"):
             needed, available = nbytes, header.file_size
         if needed > available:
-            raise error(f"{display}: is truncated: its header declares {nbytes} bytes of pixel data, "
-                        f"but only {max(available, 0)} follow the header")
+            raise error(
+                f"{display}: is truncated: its header declares {nbytes} bytes of pixel data, "
+                f"but only {max(available, 0)} follow the header"
+            )
     elif header.encoding == "deflate":
         if nbytes > DEFLATE_MAX_RATIO * max(available, 0) + SIZE_SLACK:
-            raise error(f"{display}: its header declares {nbytes} bytes of pixel data, more than its "
-                        f"{max(available, 0)} compressed bytes can hold")
+            raise error(
+                f"{display}: its header declares {nbytes} bytes of pixel data, more than its "
+                f"{max(available, 0)} compressed bytes can hold"
+            )
     elif header.encoding == "hex":
         if 2 * nbytes > available:
             raise error(f"{display}: is truncated: its header declares more pixel data than the file holds")
@@ -280,24 +300,44 @@ _META_GETLINE_OTHER = 8 * 4096  # getline() buffer of unknown fields (sizeof val
 _META_FIELDS = {}
 for _name, _type, _required, _length in (
     # MetaObject::M_SetupReadFields
-    ("Comment", "string", False, None), ("AcquisitionDate", "string", False, None),
-    ("ObjectType", "string", False, None), ("ObjectSubType", "string", False, None),
-    ("NDims", "int", True, None), ("Name", "string", False, None), ("ID", "int", False, None),
-    ("ParentID", "int", False, None), ("CompressedData", "string", False, None),
-    ("CompressedDataSize", "int", False, None), ("BinaryData", "string", False, None),
-    ("ElementByteOrderMSB", "string", False, None), ("BinaryDataByteOrderMSB", "string", False, None),
-    ("Color", "float", False, 4), ("Position", "float", False, "ndims"), ("Origin", "float", False, "ndims"),
-    ("Offset", "float", False, "ndims"), ("TransformMatrix", "float", False, "ndims2"),
-    ("Rotation", "float", False, "ndims2"), ("Orientation", "float", False, "ndims2"),
-    ("CenterOfRotation", "float", False, "ndims"), ("DistanceUnits", "string", False, None),
-    ("AnatomicalOrientation", "string", False, None), ("ElementSpacing", "float", False, "ndims"),
+    ("Comment", "string", False, None),
+    ("AcquisitionDate", "string", False, None),
+    ("ObjectType", "string", False, None),
+    ("ObjectSubType", "string", False, None),
+    ("NDims", "int", True, None),
+    ("Name", "string", False, None),
+    ("ID", "int", False, None),
+    ("ParentID", "int", False, None),
+    ("CompressedData", "string", False, None),
+    ("CompressedDataSize", "int", False, None),
+    ("BinaryData", "string", False, None),
+    ("ElementByteOrderMSB", "string", False, None),
+    ("BinaryDataByteOrderMSB", "string", False, None),
+    ("Color", "float", False, 4),
+    ("Position", "float", False, "ndims"),
+    ("Origin", "float", False, "ndims"),
+    ("Offset", "float", False, "ndims"),
+    ("TransformMatrix", "float", False, "ndims2"),
+    ("Rotation", "float", False, "ndims2"),
+    ("Orientation", "float", False, "ndims2"),
+    ("CenterOfRotation", "float", False, "ndims"),
+    ("DistanceUnits", "string", False, None),
+    ("AnatomicalOrientation", "string", False, None),
+    ("ElementSpacing", "float", False, "ndims"),
     # MetaImage::M_SetupReadFields
-    ("DimSize", "int", True, "ndims"), ("HeaderSize", "int", False, None), ("Modality", "string", False, None),
-    ("ImagePosition", "float", False, "ndims"), ("SequenceID", "int", False, "ndims"),
-    ("ElementMin", "float", False, None), ("ElementMax", "float", False, None),
-    ("ElementNumberOfChannels", "int", False, None), ("ElementSize", "float", False, "ndims"),
-    ("ElementNBits", "int", False, None), ("ElementToIntensityFunctionSlope", "float", False, None),
-    ("ElementToIntensityFunctionOffset", "float", False, None), ("ElementType", "string", True, None),
+    ("DimSize", "int", True, "ndims"),
+    ("HeaderSize", "int", False, None),
+    ("Modality", "string", False, None),
+    ("ImagePosition", "float", False, "ndims"),
+    ("SequenceID", "int", False, "ndims"),
+    ("ElementMin", "float", False, None),
+    ("ElementMax", "float", False, None),
+    ("ElementNumberOfChannels", "int", False, None),
+    ("ElementSize", "float", False, "ndims"),
+    ("ElementNBits", "int", False, None),
+    ("ElementToIntensityFunctionSlope", "float", False, None),
+    ("ElementToIntensityFunctionOffset", "float", False, None),
+    ("ElementType", "string", True, None),
     ("ElementDataFile", "string", True, None),
 ):
     _META_FIELDS.setdefault(_name.encode(), (_type, _required, _length))
@@ -400,7 +440,7 @@ def _skip_to_value(s: _IStream) -> bool:
         if s.fail:
             raise _Doubt("its MetaImage header cannot be parsed")  # unreachable in MET_Read
         c = s.get()
-    while not s.eof and (c == _EQUALS or c == _COLON or c in _BLANK):
+    while not s.eof and (c in (_EQUALS, _COLON) or c in _BLANK):
         c = s.get()
     if s.eof:
         return False
@@ -509,8 +549,11 @@ def _check_metaimage(f, size: int, path: Path) -> Header:
         raise _Doubt("a .mha file must hold its own pixel data (ElementDataFile = LOCAL)")
     if not header.complete:  # MetaIO's parse fails too; say why where a line shows it
         problem = _text_problem(region[: region.find(b"\0") if b"\0" in region else None], META_MAX_LINE)
-        raise _Doubt("its MetaImage header is incomplete (" + (problem or "it needs NDims, DimSize, ElementType and, "
-                                                                        "last, ElementDataFile = LOCAL") + ")")
+        raise _Doubt(
+            "its MetaImage header is incomplete ("
+            + (problem or "it needs NDims, DimSize, ElementType and, last, ElementDataFile = LOCAL")
+            + ")"
+        )
     _check_text(region, "MetaImage", max_line=META_MAX_LINE)
     spellings = [r for r in header.records if _normal_key(r[0]) == _normal_key(_META_TERMINATOR)]
     if len(spellings) != 1 or len(_META_DATA_KEY.findall(region)) != 1 or _META_DATA_KEY.search(data, header.end):
@@ -567,23 +610,62 @@ def _text_problem(region: bytes, max_line: int | None = None, lone_cr: bool = Fa
 _NRRD_MAGICS = (b"NRRD00.01", b"NRRD0001", b"NRRD0002", b"NRRD0003", b"NRRD0004", b"NRRD0005")
 # nrrdField's equivalent spellings (compared after lower-casing the key)
 _NRRD_FIELDS = {
-    b"content": "content", b"number": "number", b"type": "type", b"block size": "block size",
-    b"blocksize": "block size", b"dimension": "dimension", b"space": "space",
-    b"space dimension": "space dimension", b"spacedimension": "space dimension", b"sizes": "sizes",
-    b"spacings": "spacings", b"thicknesses": "thicknesses", b"axis mins": "axis mins", b"axismins": "axis mins",
-    b"axis maxs": "axis maxs", b"axismaxs": "axis maxs", b"space directions": "space directions",
-    b"spacedirections": "space directions", b"centers": "centers", b"centerings": "centers",
-    b"kinds": "kinds", b"labels": "labels", b"units": "units", b"min": "min", b"max": "max",
-    b"old min": "old min", b"oldmin": "old min", b"old max": "old max", b"oldmax": "old max",
-    b"endian": "endian", b"encoding": "encoding", b"line skip": "line skip", b"lineskip": "line skip",
-    b"byte skip": "byte skip", b"byteskip": "byte skip", b"key/value": "key/value",
-    b"sample units": "sample units", b"sampleunits": "sample units", b"space units": "space units",
-    b"spaceunits": "space units", b"space origin": "space origin", b"spaceorigin": "space origin",
-    b"measurement frame": "measurement frame", b"measurementframe": "measurement frame",
-    b"data file": "data file", b"datafile": "data file",
+    b"content": "content",
+    b"number": "number",
+    b"type": "type",
+    b"block size": "block size",
+    b"blocksize": "block size",
+    b"dimension": "dimension",
+    b"space": "space",
+    b"space dimension": "space dimension",
+    b"spacedimension": "space dimension",
+    b"sizes": "sizes",
+    b"spacings": "spacings",
+    b"thicknesses": "thicknesses",
+    b"axis mins": "axis mins",
+    b"axismins": "axis mins",
+    b"axis maxs": "axis maxs",
+    b"axismaxs": "axis maxs",
+    b"space directions": "space directions",
+    b"spacedirections": "space directions",
+    b"centers": "centers",
+    b"centerings": "centers",
+    b"kinds": "kinds",
+    b"labels": "labels",
+    b"units": "units",
+    b"min": "min",
+    b"max": "max",
+    b"old min": "old min",
+    b"oldmin": "old min",
+    b"old max": "old max",
+    b"oldmax": "old max",
+    b"endian": "endian",
+    b"encoding": "encoding",
+    b"line skip": "line skip",
+    b"lineskip": "line skip",
+    b"byte skip": "byte skip",
+    b"byteskip": "byte skip",
+    b"key/value": "key/value",
+    b"sample units": "sample units",
+    b"sampleunits": "sample units",
+    b"space units": "space units",
+    b"spaceunits": "space units",
+    b"space origin": "space origin",
+    b"spaceorigin": "space origin",
+    b"measurement frame": "measurement frame",
+    b"measurementframe": "measurement frame",
+    b"data file": "data file",
+    b"datafile": "data file",
 }
-_NRRD_ENCODINGS = {b"raw": "raw", b"txt": "ascii", b"text": "ascii", b"ascii": "ascii", b"hex": "hex",
-                   b"gz": "deflate", b"gzip": "deflate"}
+_NRRD_ENCODINGS = {
+    b"raw": "raw",
+    b"txt": "ascii",
+    b"text": "ascii",
+    b"ascii": "ascii",
+    b"hex": "hex",
+    b"gz": "deflate",
+    b"gzip": "deflate",
+}
 _NRRD_LINE = re.compile(rb"\r\n|\r|\n")
 
 
@@ -609,7 +691,7 @@ def parse_nrrd(data: bytes, complete: bool = True) -> NrrdHeader:
                 raise _NeedMore
             end = None
             break
-        line, pos = data[pos:match.start()], match.end()
+        line, pos = data[pos : match.start()], match.end()
         if len(line) > NRRD_MAX_LINE:
             raise _Doubt(f"its NRRD header has a line longer than {NRRD_MAX_LINE} characters")
         if magic is None:
@@ -629,7 +711,7 @@ def _nrrd_line(line: bytes) -> tuple:
     if colon >= 0:
         name = _NRRD_FIELDS.get(line[:colon].lower())
         if name is not None:
-            return ("field", name, line[colon + 2:].lstrip(b" \t"))
+            return ("field", name, line[colon + 2 :].lstrip(b" \t"))
     if b":=" in line:
         return ("keyvalue", None, line)
     return ("error", None, line)
@@ -716,12 +798,14 @@ def parse_nifti(head: bytes) -> NiftiHeader:
     magic = head[344:348]
     if magic != b"n+1\0":
         if magic[:1] == b"n" and magic[1:2] in (b"i", b"+"):
-            raise _Doubt(f"has NIfTI magic {magic.rstrip(bytes(1)).decode('ascii', 'replace')!r}; only single-file NIfTI-1 ('n+1', header and pixels in one .nii) is accepted")
+            raise _Doubt(
+                f"has NIfTI magic {magic.rstrip(bytes(1)).decode('ascii', 'replace')!r}; only single-file NIfTI-1 ('n+1', header and pixels in one .nii) is accepted"
+            )
         raise _Doubt("is an Analyze file or has no NIfTI magic; only single-file NIfTI-1 ('n+1') is accepted")
     dim = struct.unpack_from(order + "8h", head, 40)
     if not 1 <= dim[0] <= 7:  # need_nhdr_swap decides by dim[0]: it must agree with sizeof_hdr
         raise _Doubt(f"has dim[0] = {dim[0]} in its NIfTI header; expected 1 to 7")
-    dims = dim[1: dim[0] + 1]
+    dims = dim[1 : dim[0] + 1]
     if min(dims) < 1:
         raise _Doubt(f"has image size {dims} in its NIfTI header; every size must be at least 1")
     datatype = struct.unpack_from(order + "h", head, 70)[0]
@@ -760,8 +844,10 @@ def _check_nifti(f, size: int, path: Path) -> Header:
     if compressed:
         return Header(ext.lower(), size, 0, "deflate", {"nifti": nifti, "nbytes": nifti.nbytes})
     if nifti.vox_offset + nifti.nbytes > size:
-        raise _Doubt(f"is truncated: its NIfTI header declares {nifti.nbytes} bytes of pixel data from byte "
-                     f"{nifti.vox_offset}, but the file has {size} bytes")
+        raise _Doubt(
+            f"is truncated: its NIfTI header declares {nifti.nbytes} bytes of pixel data from byte "
+            f"{nifti.vox_offset}, but the file has {size} bytes"
+        )
     return Header(ext.lower(), size, nifti.vox_offset, "raw", {"nifti": nifti, "nbytes": nifti.nbytes})
 
 

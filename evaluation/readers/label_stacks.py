@@ -64,7 +64,9 @@ class LabelArray:
         except (SubmissionError, PhaseError):  # the readers' own messages name the problem
             raise
         except Exception as exc:  # corrupt chunks surface as codec errors of many types
-            raise SubmissionError(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
+            raise SubmissionError(
+                f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt"
+            ) from None
 
 
 @contextmanager
@@ -151,9 +153,8 @@ def nonzero(flat: np.ndarray) -> np.ndarray:
 def _ids(values: np.ndarray, display: str) -> np.ndarray:
     """Label values as int64. Negative ids are refused, as the FISBe reference asserts
     (``util.check_fix_and_unify_ids``), and so are fractional ones and ids beyond int64."""
-    if values.dtype.kind == "f":
-        if not np.all(np.isfinite(values)) or np.any(values != np.floor(values)):
-            raise SubmissionError(f"{display}: holds fractional or non-finite values; labels must be whole numbers")
+    if values.dtype.kind == "f" and (not np.all(np.isfinite(values)) or np.any(values != np.floor(values))):
+        raise SubmissionError(f"{display}: holds fractional or non-finite values; labels must be whole numbers")
     if values.size and values.min() < 0:
         raise SubmissionError(f"{display}: holds negative ids; instance ids must be >= 0")
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:

@@ -14,7 +14,7 @@ def select(region, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[
         raise IndexError("an index can only have a single ellipsis ('...')")
     if ellipses:
         at = ellipses[0]
-        items = items[:at] + (slice(None),) * (ndim - len(items) + 1) + items[at + 1:]
+        items = items[:at] + (slice(None),) * (ndim - len(items) + 1) + items[at + 1 :]
     if len(items) > ndim:
         raise IndexError(f"too many indices for an array of {ndim} dimensions")
     items = items + (slice(None),) * (ndim - len(items))

@@ -115,7 +115,9 @@ class _Zarr(Slabs):
         if zarr_store.node_kind(target) != zarr_store.ARRAY:
             arrays = zarr_store.array_names(target)
             if len(arrays) != 1:
-                raise (PhaseError if trusted else SubmissionError)(f"{display}: expected one array in the zarr, found {len(arrays)}")
+                raise (PhaseError if trusted else SubmissionError)(
+                    f"{display}: expected one array in the zarr, found {len(arrays)}"
+                )
             target = target / arrays[0]
         self._array = zarr_store.open_array(target, display, trusted=trusted)
         self.shape, self.dtype = tuple(self._array.shape), np.dtype(self._array.dtype)
@@ -154,8 +156,9 @@ class _Whole(Slabs):
 SLAB_VOXELS = 1 << 24
 
 
-def open_slabs(path: Path, key: str | None = None, display: str | None = None, trusted: bool = False,
-               max_voxels: int | None = None) -> Slabs:
+def open_slabs(
+    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, max_voxels: int | None = None
+) -> Slabs:
     """A slab reader for ``path``; ``key`` selects the HDF5 dataset or zarr array. Problems
     raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files). Formats
     that can only be read whole are refused from their header beyond ``max_voxels``; the

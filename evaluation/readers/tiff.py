@@ -56,25 +56,77 @@ LZMA_MEMORY = 128 << 20  # LZMA dictionary memory (xz's presets use at most 64 M
 
 NONE, DEFLATE, OLD_DEFLATE, LZMA, PACKBITS = 1, 8, 32946, 34925, 32773
 ACCEPTED = {NONE: "none", DEFLATE: "deflate", OLD_DEFLATE: "deflate", LZMA: "lzma", PACKBITS: "packbits"}
-_REFUSED_NAMES = {2: "CCITT RLE", 3: "CCITT G3", 4: "CCITT G4", 5: "LZW", 6: "old-style JPEG", 7: "JPEG",
-                  34712: "JPEG 2000", 33003: "JPEG 2000", 33005: "JPEG 2000", 34887: "LERC", 34933: "PNG",
-                  50000: "Zstandard", 50001: "WebP", 50002: "JPEG XL", 22610: "JPEG XR", 34892: "lossy JPEG"}
+_REFUSED_NAMES = {
+    2: "CCITT RLE",
+    3: "CCITT G3",
+    4: "CCITT G4",
+    5: "LZW",
+    6: "old-style JPEG",
+    7: "JPEG",
+    34712: "JPEG 2000",
+    33003: "JPEG 2000",
+    33005: "JPEG 2000",
+    34887: "LERC",
+    34933: "PNG",
+    50000: "Zstandard",
+    50001: "WebP",
+    50002: "JPEG XL",
+    22610: "JPEG XR",
+    34892: "lossy JPEG",
+}
 _COMPRESSION_FIX = "save it uncompressed or with deflate (zlib), LZMA or PackBits compression"
-_DTYPES = {(1, 1): "?", (1, 8): "u1", (1, 16): "u2", (1, 32): "u4", (1, 64): "u8",
-           (2, 8): "i1", (2, 16): "i2", (2, 32): "i4", (2, 64): "i8",
-           (3, 16): "f2", (3, 32): "f4", (3, 64): "f8"}
+_DTYPES = {
+    (1, 1): "?",
+    (1, 8): "u1",
+    (1, 16): "u2",
+    (1, 32): "u4",
+    (1, 64): "u8",
+    (2, 8): "i1",
+    (2, 16): "i2",
+    (2, 32): "i4",
+    (2, 64): "i8",
+    (3, 16): "f2",
+    (3, 32): "f4",
+    (3, 64): "f8",
+}
 _DTYPES.update({(4, bits): kind for (sf, bits), kind in list(_DTYPES.items()) if sf == 1})  # "void" reads as unsigned
 
 # TIFF field types: integer ones (the only ones accepted for the tags read here), and sizes
 _INTEGER_TYPES = {1: "u1", 3: "u2", 4: "u4", 6: "i1", 8: "i2", 9: "i4", 13: "u4", 16: "u8", 17: "i8", 18: "u8"}
 _STRUCT_CODES = {1: "B", 3: "H", 4: "I", 6: "b", 8: "h", 9: "i", 13: "I", 16: "Q", 17: "q", 18: "Q"}
 _TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4, 16: 8, 17: 8, 18: 8}
-_SCALARS = {254: "subfiletype", 256: "width", 257: "length", 259: "compression", 262: "photometric",
-            266: "fillorder", 277: "samples", 278: "rowsperstrip", 284: "planar", 317: "predictor",
-            322: "tilewidth", 323: "tilelength", 32997: "depth", 32998: "tiledepth"}
-_DEFAULTS = {"subfiletype": 0, "width": 0, "length": 0, "compression": 1, "photometric": 0, "fillorder": 1,
-             "samples": 1, "rowsperstrip": 2**32 - 1, "planar": 1, "predictor": 1, "tilewidth": 0,
-             "tilelength": 0, "depth": 1, "tiledepth": 1}
+_SCALARS = {
+    254: "subfiletype",
+    256: "width",
+    257: "length",
+    259: "compression",
+    262: "photometric",
+    266: "fillorder",
+    277: "samples",
+    278: "rowsperstrip",
+    284: "planar",
+    317: "predictor",
+    322: "tilewidth",
+    323: "tilelength",
+    32997: "depth",
+    32998: "tiledepth",
+}
+_DEFAULTS = {
+    "subfiletype": 0,
+    "width": 0,
+    "length": 0,
+    "compression": 1,
+    "photometric": 0,
+    "fillorder": 1,
+    "samples": 1,
+    "rowsperstrip": 2**32 - 1,
+    "planar": 1,
+    "predictor": 1,
+    "tilewidth": 0,
+    "tilelength": 0,
+    "depth": 1,
+    "tiledepth": 1,
+}
 _NEEDED = set(_SCALARS) | {258, 270, 273, 279, 324, 325, 330, 338, 339, 530, 42113}
 _ENTRY = {False: ("u2", "u4", 12, 4), True: ("u2", "u8", 20, 8)}  # BigTIFF?: type of count, value bytes
 
@@ -86,10 +138,37 @@ def _errors(trusted: bool):
 class _Page:
     """One IFD: the tags a label image needs, and what follows from them."""
 
-    __slots__ = ("offset", "subfiletype", "width", "length", "compression", "photometric", "fillorder",
-                 "samples", "rowsperstrip", "planar", "predictor", "tilewidth", "tilelength", "depth",
-                 "tiledepth", "bits", "sampleformat", "extrasamples", "offsets", "counts", "nodata",
-                 "subifds", "descriptions", "dtype", "shaped", "shape", "axes", "segment", "expected")
+    __slots__ = (
+        "offset",
+        "subfiletype",
+        "width",
+        "length",
+        "compression",
+        "photometric",
+        "fillorder",
+        "samples",
+        "rowsperstrip",
+        "planar",
+        "predictor",
+        "tilewidth",
+        "tilelength",
+        "depth",
+        "tiledepth",
+        "bits",
+        "sampleformat",
+        "extrasamples",
+        "offsets",
+        "counts",
+        "nodata",
+        "subifds",
+        "descriptions",
+        "dtype",
+        "shaped",
+        "shape",
+        "axes",
+        "segment",
+        "expected",
+    )
 
     @property
     def tiled(self) -> bool:
@@ -105,17 +184,29 @@ class _Page:
 
     def key(self) -> tuple:
         """What tifffile hashes to decide that pages belong to one series."""
-        return (self.shaped, self.rowsperstrip, self.tilewidth, self.tilelength, self.tiledepth,
-                self.sampleformat, self.bits, self.fillorder, self.predictor, self.compression,
-                self.extrasamples, self.photometric)
+        return (
+            self.shaped,
+            self.rowsperstrip,
+            self.tilewidth,
+            self.tilelength,
+            self.tiledepth,
+            self.sampleformat,
+            self.bits,
+            self.fillorder,
+            self.predictor,
+            self.compression,
+            self.extrasamples,
+            self.photometric,
+        )
 
     @property
     def contiguous(self) -> bool:
         """tifffile's ``is_contiguous``: uncompressed whole-byte data in one run of the file."""
         if self.compression != NONE or self.bits not in (8, 16, 32, 64):
             return False
-        if self.tiled and (self.width != self.tilewidth or self.length % self.tilelength
-                           or self.tilewidth % 16 or self.tilelength % 16):
+        if self.tiled and (
+            self.width != self.tilewidth or self.length % self.tilelength or self.tilewidth % 16 or self.tilelength % 16
+        ):
             return False
         if self.tiled and self.tiledepth > 1 and (self.length != self.tilelength or self.depth % self.tiledepth):
             return False
@@ -209,7 +300,7 @@ class _Reader:
         for code, kind, number, value in entry.iter_unpack(raw[: count * entry_size]):
             if code in _NEEDED:
                 tags.setdefault(code, []).append((kind, number, value))
-        following = struct.unpack(self.order + ("Q" if self.big else "I"), raw[count * entry_size:])[0]
+        following = struct.unpack(self.order + ("Q" if self.big else "I"), raw[count * entry_size :])[0]
         return self.build(offset, tags, first), following
 
     # -- tag values ------------------------------------------------------------------------
@@ -331,25 +422,32 @@ class _Reader:
             page.shaped = (1, d, length, w, 1)
             page.shape, page.axes = ((length, w), "YX") if d == 1 else ((d, length, w), "ZYX")
         kind = _DTYPES.get((page.sampleformat, page.bits))
-        page.dtype = np.dtype(self.order + kind) if kind is not None and kind != "?" else (
-            np.dtype(bool) if kind == "?" else None)
+        page.dtype = (
+            np.dtype(self.order + kind) if kind is not None and kind != "?" else (np.dtype(bool) if kind == "?" else None)
+        )
 
     def check(self, page: _Page, subsampling) -> None:
         """Refuse what this reader does not decode, with what to do instead."""
         name = _REFUSED_NAMES.get(page.compression, f"compression {page.compression}")
         if page.compression not in ACCEPTED:
-            fix = " (decoding it needs the imagecodecs package, which the grader does not install)" if page.compression == 5 else ""
+            fix = (
+                " (decoding it needs the imagecodecs package, which the grader does not install)" if page.compression == 5 else ""
+            )
             raise self.error(f"{self.display}: is compressed with {name}{fix}; {_COMPRESSION_FIX}")
         if page.dtype is None:
-            raise self.error(f"{self.display}: has {page.bits}-bit samples of format {page.sampleformat}; "
-                             "save 8, 16, 32 or 64-bit integers or floats (or 1-bit masks)")
+            raise self.error(
+                f"{self.display}: has {page.bits}-bit samples of format {page.sampleformat}; "
+                "save 8, 16, 32 or 64-bit integers or floats (or 1-bit masks)"
+            )
         if page.photometric == 6 or (subsampling is not None and subsampling != (1, 1)):
             raise self.error(f"{self.display}: holds YCbCr colour data; save a single-channel label image")
         if page.fillorder != 1:
             raise self.error(f"{self.display}: uses bit fill order {page.fillorder}; save it with the default fill order")
         if page.predictor not in (1, 2) or (page.predictor == 2 and page.bits == 1):
-            raise self.error(f"{self.display}: uses TIFF predictor {page.predictor}; save it without a predictor "
-                             "or with horizontal differencing")
+            raise self.error(
+                f"{self.display}: uses TIFF predictor {page.predictor}; save it without a predictor "
+                "or with horizontal differencing"
+            )
         if page.planar not in (1, 2):
             raise self.error(f"{self.display}: has an invalid planar configuration; the TIFF file is corrupt")
         dims = (page.width, page.length, page.depth, page.samples)
@@ -364,8 +462,12 @@ class _Reader:
         contig = page.samples if page.planar == 1 else 1
         if page.tiled:
             page.segment = (page.tiledepth, page.tilelength, page.tilewidth, contig)
-            expected = sep * math.ceil(page.depth / page.tiledepth) * math.ceil(page.length / page.tilelength) \
+            expected = (
+                sep
+                * math.ceil(page.depth / page.tiledepth)
+                * math.ceil(page.length / page.tilelength)
                 * math.ceil(page.width / page.tilewidth)
+            )
             codes = (324, 325)
         else:
             page.segment = (1, page.rowsperstrip, page.width, contig)
@@ -374,15 +476,18 @@ class _Reader:
         page.expected = expected
         self.segments += expected
         if self.segments > MAX_SEGMENTS:
-            raise self.error(f"{self.display}: holds more than {MAX_SEGMENTS} strips and tiles; "
-                             "save it with larger strips or tiles")
+            raise self.error(
+                f"{self.display}: holds more than {MAX_SEGMENTS} strips and tiles; save it with larger strips or tiles"
+            )
         if codes[0] not in tags or codes[1] not in tags:
             raise self.error(f"{self.display}: a page lacks its data offsets or byte counts; the TIFF file is corrupt")
         found = []
         for code in codes:
             kind, count, value = tags[code][0]
             if count < expected:
-                raise self.error(f"{self.display}: a page lists {count} of its {expected} strips or tiles; the TIFF file is corrupt")
+                raise self.error(
+                    f"{self.display}: a page lists {count} of its {expected} strips or tiles; the TIFF file is corrupt"
+                )
             values = self.values((kind, count, value), code, MAX_SEGMENTS, take=expected)
             if expected > 1 and np.any(values < 0) or expected == 1 and values[0] < 0:
                 raise self.error(f"{self.display}: tag {code} holds negative values; the TIFF file is corrupt")
@@ -497,8 +602,7 @@ def _series_shaped(pages: list[_Page], description: str, display: str, error) ->
         reshape = tuple(metadata["shape"])
     except (ValueError, KeyError, TypeError, RecursionError):
         raise error(f"{display}: its tifffile shape description is invalid") from None
-    if not isinstance(metadata, dict) or len(reshape) > MAX_DIMENSIONS or not all(
-            isinstance(n, int) and n >= 0 for n in reshape):
+    if not isinstance(metadata, dict) or len(reshape) > MAX_DIMENSIONS or not all(isinstance(n, int) and n >= 0 for n in reshape):
         raise error(f"{display}: its tifffile shape description is invalid")
     keyframe = pages[0]
     size = math.prod(reshape)
@@ -568,9 +672,12 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
         virtual = True
     chosen = [page] if virtual else pages
     axes, shape = {
-        "czt": ("TZC", (frames, slices, channels)), "default": ("TZC", (frames, slices, channels)),
-        "ctz": ("ZTC", (slices, frames, channels)), "zct": ("TCZ", (frames, channels, slices)),
-        "ztc": ("CTZ", (channels, frames, slices)), "tcz": ("ZCT", (slices, channels, frames)),
+        "czt": ("TZC", (frames, slices, channels)),
+        "default": ("TZC", (frames, slices, channels)),
+        "ctz": ("ZTC", (slices, frames, channels)),
+        "zct": ("TCZ", (frames, channels, slices)),
+        "ztc": ("CTZ", (channels, frames, slices)),
+        "tcz": ("ZCT", (slices, channels, frames)),
         "tzc": ("CZT", (channels, slices, frames)),
     }.get(order.lower(), ("TZC", (frames, slices, channels)))
     remain = images // math.prod(shape)
@@ -590,7 +697,9 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
 def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
     first = pages[0]
     descriptions = [d for d in first.descriptions if d]
-    shaped = next((d for d in descriptions if '"mibi.' not in d and (d[:1] == "{" and '"shape":' in d or d[:6] == "shape=")), None)
+    shaped = next(
+        (d for d in descriptions if '"mibi.' not in d and (d[:1] == "{" and '"shape":' in d or d[:6] == "shape=")), None
+    )
     imagej = next((d for d in descriptions if d[:7] in ("ImageJ=", "SCIFIO=")), None)
     series = None
     if shaped is not None:
@@ -665,10 +774,10 @@ def _unpackbits(data: bytes, cap: int, display: str, error) -> bytes:
         header = data[i]
         i += 1
         if header < 128:
-            piece = data[i: i + header + 1]
+            piece = data[i : i + header + 1]
             i += header + 1
         elif header > 128:
-            piece = data[i: i + 1] * (257 - header)
+            piece = data[i : i + 1] * (257 - header)
             i += 1
         else:
             continue
@@ -715,12 +824,16 @@ class TiffArray:
         voxels = math.prod(self.shape)
         if voxels > MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
             limit = max_voxels if max_voxels is not None and max_voxels < MAX_VOXELS else MAX_VOXELS
-            raise self._error(f"{self.display}: has shape {self.shape}, more voxels than the {limit} accepted for it; "
-                              "write it on the image's grid")
+            raise self._error(
+                f"{self.display}: has shape {self.shape}, more voxels than the {limit} accepted for it; "
+                "write it on the image's grid"
+            )
         keyframe = series.pages[0]
         if keyframe.nbytes > MAX_PAGE_BYTES:
-            raise self._error(f"{self.display}: has pages of {keyframe.nbytes} bytes, more than the {MAX_PAGE_BYTES} accepted; "
-                              "save the image as a stack of smaller pages")
+            raise self._error(
+                f"{self.display}: has pages of {keyframe.nbytes} bytes, more than the {MAX_PAGE_BYTES} accepted; "
+                "save the image as a stack of smaller pages"
+            )
         self._keyframe, self._file_size = keyframe, reader.size
         self._file_dtype = keyframe.dtype
         self.dtype = keyframe.dtype.newbyteorder("=")
@@ -733,15 +846,17 @@ class TiffArray:
             self._pages = None
         else:
             if len(series.pages) * self._page_size != voxels:
-                raise self._error(f"{self.display}: its shape {self.shape} does not match its {len(series.pages)} pages; "
-                                  "the TIFF file is corrupt")
+                raise self._error(
+                    f"{self.display}: its shape {self.shape} does not match its {len(series.pages)} pages; "
+                    "the TIFF file is corrupt"
+                )
             self._pages = series.pages
         # leading axes that index pages, trailing axes that hold one page; shapes where pages
         # do not tile the trailing axes (allowed in "shaped" descriptions) are read whole
         lead = next((k for k in range(len(self.shape) + 1) if math.prod(self.shape[k:]) == self._page_size), None)
         self._whole_only = lead is None
         self._lead = 0 if lead is None else lead
-        self.chunks = tuple(self.shape) if self._whole_only else (1,) * self._lead + tuple(self.shape[self._lead:])
+        self.chunks = tuple(self.shape) if self._whole_only else (1,) * self._lead + tuple(self.shape[self._lead :])
         self._last = None  # (index, page) of a series read whole, so that slabs do not decode it again
 
     @property
@@ -756,7 +871,7 @@ class TiffArray:
 
     def _page_indices(self, slices: list[slice]):
         lead = self.shape[: self._lead]
-        strides = [math.prod(lead[k + 1:]) for k in range(len(lead))]
+        strides = [math.prod(lead[k + 1 :]) for k in range(len(lead))]
         for cell in itertools.product(*(range(s.start, s.stop) for s in slices[: self._lead])):
             yield cell, sum(c * st for c, st in zip(cell, strides))
 
@@ -773,7 +888,6 @@ class TiffArray:
                 return True
         return False
 
-
     def __getitem__(self, key) -> np.ndarray:
         slices, dropped = self._region(key)
         try:
@@ -783,7 +897,9 @@ class TiffArray:
         except MemoryError:
             raise self._error(f"{self.display}: is too large to read in the memory available") from None
         except Exception as exc:  # a bug here must still end as a clean refusal
-            raise self._error(f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt") from None
+            raise self._error(
+                f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt"
+            ) from None
 
     def _read(self, slices: list[slice], dropped: list[int]) -> np.ndarray:
         shape = tuple(s.stop - s.start for s in slices)
@@ -793,9 +909,9 @@ class TiffArray:
         else:
             out = np.empty(shape, dtype=self.dtype)
             if 0 not in shape:
-                inner = tuple(slices[self._lead:])
+                inner = tuple(slices[self._lead :])
                 for cell, index in self._page_indices(slices):
-                    page = self._page(index).reshape(self.shape[self._lead:])
+                    page = self._page(index).reshape(self.shape[self._lead :])
                     out[tuple(c - s.start for c, s in zip(cell, slices))] = page[inner]
         if dropped:
             out = out.reshape([n for axis, n in enumerate(shape) if axis not in dropped])
@@ -854,7 +970,7 @@ class TiffArray:
                 continue  # missing segments read as 0, as tifffile reads them
             segment = self._segment(offset, count, rows)
             d, h, w = min(sd, depth - z), min(rows, length - y), min(sw, width - x)
-            out[plane, z: z + d, y: y + h, x: x + w, :] = segment[:d, :h, :w, :]
+            out[plane, z : z + d, y : y + h, x : x + w, :] = segment[:d, :h, :w, :]
         return out
 
     def _segment(self, offset: int, count: int, rows: int) -> np.ndarray:
@@ -873,12 +989,15 @@ class TiffArray:
             data = self._pread(offset, expected)
         else:
             if cap > MAX_SEGMENT_BYTES:
-                raise self._error(f"{self.display}: has compressed strips or tiles of more than {MAX_SEGMENT_BYTES} bytes; "
-                                  "save it with smaller strips or tiles")
+                raise self._error(
+                    f"{self.display}: has compressed strips or tiles of more than {MAX_SEGMENT_BYTES} bytes; "
+                    "save it with smaller strips or tiles"
+                )
             data = _DECODERS[key.compression](self._pread(offset, count), cap, self.display, self._error)
             if len(data) < expected:
-                raise self._error(f"{self.display}: a strip or tile decodes to fewer bytes than its image data; "
-                                  "the TIFF file is corrupt")
+                raise self._error(
+                    f"{self.display}: a strip or tile decodes to fewer bytes than its image data; the TIFF file is corrupt"
+                )
             if key.bits == 1 and (sw * ss) % 8 and len(data) % row_bytes:
                 raise self._error(f"{self.display}: a 1-bit strip or tile has a partial row; the TIFF file is corrupt")
             data = data[:expected]

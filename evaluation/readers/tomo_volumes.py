@@ -109,8 +109,9 @@ def _description(attrs: dict) -> str | None:
     return str(value)[:500] if value is not None else None
 
 
-def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: Window | None = None,
-                trusted: bool = False) -> BinaryVolume:
+def open_binary(
+    path: Path, shape: tuple[int, int, int], display: str, window: Window | None = None, trusted: bool = False
+) -> BinaryVolume:
     """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain."""
     error = PhaseError if trusted else SubmissionError
     largest = max(int(np.prod(shape)), window.total * int(np.prod(shape[1:])) if window is not None else 0)
@@ -142,10 +143,14 @@ def match_files(files: dict[str, Path], names: list[str]) -> dict[str, Path]:
     missing = [name for name in names if name not in files]
     if missing:
         if not files:
-            raise SubmissionError("the submission holds no volume file: upload the segmentation as a bit-packed .h5 "
-                                  "(the challenge's prepare_submission) or a .tif/.h5/.npy/.zarr volume")
-        raise SubmissionError(f"no file for phantom(s) {', '.join(missing)}: name each file after its phantom "
-                              f"(e.g. {missing[0]}.h5); found {', '.join(sorted(files)[:5])}")
+            raise SubmissionError(
+                "the submission holds no volume file: upload the segmentation as a bit-packed .h5 "
+                "(the challenge's prepare_submission) or a .tif/.h5/.npy/.zarr volume"
+            )
+        raise SubmissionError(
+            f"no file for phantom(s) {', '.join(missing)}: name each file after its phantom "
+            f"(e.g. {missing[0]}.h5); found {', '.join(sorted(files)[:5])}"
+        )
     extra = sorted(set(files) - set(names))
     if extra:
         _log.warning("unused_files", files=extra[:10])

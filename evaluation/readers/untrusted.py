@@ -34,8 +34,13 @@ MAX_ENTRIES = 1_000_000  # files and folders in one submission (the archive limi
 MAX_JSON_BYTES = 1 << 20  # one metadata file (zarr's .zarray/.zattrs/zarr.json, predictions.json)
 MAX_JSON_DEPTH = 32  # nesting of JSON containers; real metadata needs 4
 
-_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a device file", stat.S_IFBLK: "a device file"}
+_KINDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device file",
+    stat.S_IFBLK: "a device file",
+}
 
 
 def kind_of(mode: int) -> str | None:
@@ -52,8 +57,9 @@ def _check_name(name: str, relative: str, error) -> None:
         raise error(f"the name {relative!r} is not valid UTF-8; rename it with plain characters") from None
 
 
-def walk(root: Path, error=SubmissionError, prune=None, max_depth: int = MAX_DEPTH,
-         max_entries: int = MAX_ENTRIES) -> Iterator[tuple[Path, bool]]:
+def walk(
+    root: Path, error=SubmissionError, prune=None, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES
+) -> Iterator[tuple[Path, bool]]:
     """Every entry below ``root`` as (path, is_folder), breadth first, without following links
     and without recursion; refuses links, special files, non-UTF-8 names, folders nested
     deeper than ``max_depth`` and more than ``max_entries`` entries. Folders for which
@@ -143,8 +149,8 @@ def json_depth(data: bytes, block: int = 1 << 20) -> int:
     skeleton = np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)
     deepest = level = 0
     for start in range(0, skeleton.size, block):
-        part = skeleton[start:start + block]
-        steps = (np.isin(part, _OPEN).astype(np.int32) - np.isin(part, _CLOSE).astype(np.int32))
+        part = skeleton[start : start + block]
+        steps = np.isin(part, _OPEN).astype(np.int32) - np.isin(part, _CLOSE).astype(np.int32)
         levels = np.cumsum(steps) + level
         deepest, level = max(deepest, int(levels.max(initial=level))), int(levels[-1]) if levels.size else level
     return deepest

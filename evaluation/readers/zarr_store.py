@@ -141,8 +141,20 @@ def array_names(path: Path) -> list[str]:
 # Metadata values
 
 _V2_DTYPE = re.compile(r"([<>|])([biuf])([1248])")
-_V3_DTYPES = {"bool": "b1", "int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1",
-              "uint16": "u2", "uint32": "u4", "uint64": "u8", "float16": "f2", "float32": "f4", "float64": "f8"}
+_V3_DTYPES = {
+    "bool": "b1",
+    "int8": "i1",
+    "int16": "i2",
+    "int32": "i4",
+    "int64": "i8",
+    "uint8": "u1",
+    "uint16": "u2",
+    "uint32": "u4",
+    "uint64": "u8",
+    "float16": "f2",
+    "float32": "f4",
+    "float64": "f8",
+}
 _VALID_SIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
 _CANONICAL_INT = re.compile(r"0|[1-9][0-9]{0,18}")
 
@@ -159,8 +171,11 @@ def _v2_dtype(value, what: str = "dtype") -> np.dtype:
         raise _Invalid(f"'{what}' must be a data type string such as '<u4'")
     match = _V2_DTYPE.fullmatch(value)
     if match is None or int(match.group(3)) not in _VALID_SIZES[match.group(2)]:
-        raise _Invalid(f"has data type {value[:40]!r}; label arrays must be integer, boolean or float "
-                       "(e.g. '|u1', '<u4', '<i8', '<f4', '|b1')", readable=False)
+        raise _Invalid(
+            f"has data type {value[:40]!r}; label arrays must be integer, boolean or float "
+            "(e.g. '|u1', '<u4', '<i8', '<f4', '|b1')",
+            readable=False,
+        )
     order, kind, size = match.groups()
     if order == "|" and size != "1":
         raise _Invalid(f"'{what}' {value!r} has no byte order; write '<{kind}{size}' or '>{kind}{size}'")
@@ -207,7 +222,7 @@ def _fill_value(value, dtype: np.dtype, version: int):
             return native.type(_SPECIAL_FLOATS[value])
         if version == 3 and re.fullmatch(r"0x[0-9a-fA-F]+", value) and len(value) == 2 + 2 * dtype.itemsize:
             return np.frombuffer(bytes.fromhex(value[2:]), dtype=dtype.newbyteorder(">"))[0].astype(native)
-        raise _Invalid("'fill_value' must be a number, \"NaN\", \"Infinity\" or \"-Infinity\"")
+        raise _Invalid('\'fill_value\' must be a number, "NaN", "Infinity" or "-Infinity"')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Invalid("'fill_value' of a float array must be a number")
     converted = float(value) if _is_int(value) and abs(value) < 2**1023 else value
@@ -365,7 +380,7 @@ def _zstd_content_size(data: np.ndarray) -> int | None:
         return None
     if data.nbytes < position + width:
         raise _Corrupt("its zstd frame header is truncated")
-    value = int.from_bytes(data[position:position + width].tobytes(), "little")
+    value = int.from_bytes(data[position : position + width].tobytes(), "little")
     return value + 256 if width == 2 else value
 
 
@@ -525,15 +540,24 @@ _LOCATION = (lambda v: v in ("start", "end"), "'start' or 'end'")
 _BLOSC_NAMES = ("blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd")
 
 _COMPRESSORS = {
-    "blosc": {"cname": (lambda v: v in _BLOSC_NAMES, "a blosc compressor name"), "clevel": _int_in(0, 9),
-              "shuffle": _int_in(-1, 2), "blocksize": _int_in(0, 2**31 - 1), "typesize": _int_in(0, 255)},
+    "blosc": {
+        "cname": (lambda v: v in _BLOSC_NAMES, "a blosc compressor name"),
+        "clevel": _int_in(0, 9),
+        "shuffle": _int_in(-1, 2),
+        "blocksize": _int_in(0, 2**31 - 1),
+        "typesize": _int_in(0, 255),
+    },
     "zstd": {"level": _int_in(-131072, 22), "checksum": _BOOL},
     "lz4": {"acceleration": _ANY_INT},
     "zlib": {"level": _int_in(-1, 9)},
     "gzip": {"level": _int_in(-1, 9)},
     "bz2": {"level": _int_in(1, 9)},
-    "lzma": {"format": _int_in(0, 2), "check": _int_in(-1, 15), "preset": (lambda v: v is None or _is_int(v) and 0 <= v <= 2**32, "an integer or null"),
-             "filters": (lambda v: v is None, "null (raw lzma streams are not accepted)")},
+    "lzma": {
+        "format": _int_in(0, 2),
+        "check": _int_in(-1, 15),
+        "preset": (lambda v: v is None or _is_int(v) and 0 <= v <= 2**32, "an integer or null"),
+        "filters": (lambda v: v is None, "null (raw lzma streams are not accepted)"),
+    },
 }
 _CHECKSUMS = {"crc32": "start", "adler32": "start", "crc32c": "end", "fletcher32": "end"}
 _FILTERS = {
@@ -545,8 +569,13 @@ _FILTERS = {
     "packbits": {},
     "astype": {"encode_dtype": _DTYPE, "decode_dtype": _DTYPE},
 }
-_REQUIRED = {"delta": ("dtype",), "quantize": ("digits", "dtype"), "fixedscaleoffset": ("offset", "scale", "dtype"),
-             "astype": ("encode_dtype", "decode_dtype"), "bitround": ("keepbits",)}
+_REQUIRED = {
+    "delta": ("dtype",),
+    "quantize": ("digits", "dtype"),
+    "fixedscaleoffset": ("offset", "scale", "dtype"),
+    "astype": ("encode_dtype", "decode_dtype"),
+    "bitround": ("keepbits",),
+}
 
 
 def _unaccepted(names) -> _Invalid:
@@ -632,11 +661,13 @@ def _codec_ids_v2(metadata: dict) -> list[str]:
 def _parse_v2(metadata, attrs: dict) -> _Metadata:
     if not isinstance(metadata, dict):
         raise _Invalid("its .zarray is not a JSON object")
-    unknown = [i for i in _codec_ids_v2(metadata) if not (isinstance(i, str) and (i in _COMPRESSORS or i in _CHECKSUMS or i in _FILTERS))]
+    unknown = [
+        i for i in _codec_ids_v2(metadata) if not (isinstance(i, str) and (i in _COMPRESSORS or i in _CHECKSUMS or i in _FILTERS))
+    ]
     if unknown:
         raise _unaccepted(unknown)
     if metadata.get("zarr_format") != 2 or isinstance(metadata.get("zarr_format"), bool):
-        raise _Invalid("its .zarray must have \"zarr_format\": 2")
+        raise _Invalid('its .zarray must have "zarr_format": 2')
     for key in ("shape", "chunks", "dtype"):
         if key not in metadata:
             raise _Invalid(f"its .zarray has no '{key}'")
@@ -648,24 +679,24 @@ def _parse_v2(metadata, attrs: dict) -> _Metadata:
     fill = _fill_value(metadata.get("fill_value"), dtype, 2)
     order = metadata.get("order", "C")
     if order not in ("C", "F"):
-        raise _Invalid("'order' must be \"C\" or \"F\"")
+        raise _Invalid('\'order\' must be "C" or "F"')
     separator = metadata.get("dimension_separator", ".")
     if separator is None:
         separator = "."
     if separator not in (".", "/"):
-        raise _Invalid("'dimension_separator' must be \".\" or \"/\"")
+        raise _Invalid('\'dimension_separator\' must be "." or "/"')
     filters = metadata.get("filters")
     if filters is not None and not isinstance(filters, list):
         raise _Invalid("'filters' must be null or a list of codecs")
     stages = []
-    for entry in (filters or []):
+    for entry in filters or []:
         if not isinstance(entry, dict) or "id" not in entry:
             raise _Invalid("every filter must be a JSON object with an 'id'")
         stages.append(_byte_stage(entry["id"], {k: v for k, v in entry.items() if k != "id"}, filters_allowed=True))
     compressor = metadata.get("compressor")
     if compressor is not None:
         if not isinstance(compressor, dict) or compressor.get("id") not in _COMPRESSORS:
-            raise _Invalid("'compressor' must be null or a compressor such as {\"id\": \"zstd\"}")
+            raise _Invalid('\'compressor\' must be null or a compressor such as {"id": "zstd"}')
         stages.append(_byte_stage(compressor["id"], {k: v for k, v in compressor.items() if k != "id"}, filters_allowed=False))
     if len(stages) > MAX_CODECS:
         raise _Invalid(f"it has more than {MAX_CODECS} filters")
@@ -675,8 +706,19 @@ def _parse_v2(metadata, attrs: dict) -> _Metadata:
     return _Metadata(2, shape, chunks, dtype, fill, pipeline, None, (), separator, attrs)
 
 
-_V3_KEYS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value",
-            "codecs", "attributes", "dimension_names", "storage_transformers"}
+_V3_KEYS = {
+    "zarr_format",
+    "node_type",
+    "shape",
+    "data_type",
+    "chunk_grid",
+    "chunk_key_encoding",
+    "fill_value",
+    "codecs",
+    "attributes",
+    "dimension_names",
+    "storage_transformers",
+}
 
 
 def _named(entry, what: str) -> tuple[str, dict]:
@@ -696,9 +738,13 @@ def _named(entry, what: str) -> tuple[str, dict]:
 
 _V3_BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 _NUMCODECS_BYTES = set(_COMPRESSORS) | set(_CHECKSUMS) | {"shuffle"}
-_BLOSC_V3 = {"cname": (lambda v: v in _BLOSC_NAMES, "a blosc compressor name"), "clevel": _int_in(0, 9),
-             "shuffle": (lambda v: v in ("noshuffle", "shuffle", "bitshuffle"), "'noshuffle', 'shuffle' or 'bitshuffle'"),
-             "typesize": _int_in(0, 255), "blocksize": _int_in(0, 2**31 - 1)}
+_BLOSC_V3 = {
+    "cname": (lambda v: v in _BLOSC_NAMES, "a blosc compressor name"),
+    "clevel": _int_in(0, 9),
+    "shuffle": (lambda v: v in ("noshuffle", "shuffle", "bitshuffle"), "'noshuffle', 'shuffle' or 'bitshuffle'"),
+    "typesize": _int_in(0, 255),
+    "blocksize": _int_in(0, 2**31 - 1),
+}
 
 
 def _all_names(codecs) -> list[str]:
@@ -716,7 +762,7 @@ def _v3_known(name) -> bool:
     if not isinstance(name, str):
         return True  # reported as malformed later
     if name.startswith("numcodecs."):
-        return name[len("numcodecs."):] in _NUMCODECS_BYTES
+        return name[len("numcodecs.") :] in _NUMCODECS_BYTES
     return name in ("bytes", "endian", "transpose", "sharding_indexed") or name in _V3_BYTES_CODECS
 
 
@@ -733,15 +779,25 @@ def _v3_pipeline(codecs, shape: tuple[int, ...], dtype_name: str, what: str, nes
         if name == "transpose":
             if array_bytes is not None:
                 raise _Invalid("the codec transpose must come before the bytes codec")
-            order = _settings(config, name, {"order": (lambda v: isinstance(v, list) and all(_is_int(i) for i in v)
-                                                       and sorted(v) == list(range(ndim)), f"a permutation of 0..{ndim - 1}")}).get("order")
+            order = _settings(
+                config,
+                name,
+                {
+                    "order": (
+                        lambda v: isinstance(v, list) and all(_is_int(i) for i in v) and sorted(v) == list(range(ndim)),
+                        f"a permutation of 0..{ndim - 1}",
+                    )
+                },
+            ).get("order")
             if order is None:
                 raise _Invalid("the codec transpose needs its 'order'")
             permutation = tuple(order) if permutation is None else tuple(permutation[i] for i in order)
         elif name in ("bytes", "endian"):
             if array_bytes is not None:
                 raise _Invalid(f"'{what}' has more than one array-to-bytes codec")
-            endian = _settings(config, name, {"endian": (lambda v: v in ("little", "big"), "'little' or 'big'")}).get("endian", "little")
+            endian = _settings(config, name, {"endian": (lambda v: v in ("little", "big"), "'little' or 'big'")}).get(
+                "endian", "little"
+            )
             array_bytes = endian
         elif name == "sharding_indexed":
             if nested:
@@ -754,7 +810,7 @@ def _v3_pipeline(codecs, shape: tuple[int, ...], dtype_name: str, what: str, nes
             if array_bytes is None:
                 raise _Invalid(f"the codec {str(name)[:40]} must come after the bytes codec")
             if name.startswith("numcodecs."):
-                stages.append(_byte_stage(name[len("numcodecs."):], config, filters_allowed=False))
+                stages.append(_byte_stage(name[len("numcodecs.") :], config, filters_allowed=False))
             elif name == "crc32c":
                 _settings(config, name, {})
                 stages.append(_Checksum("crc32c", "end"))
@@ -774,12 +830,16 @@ def _v3_pipeline(codecs, shape: tuple[int, ...], dtype_name: str, what: str, nes
 
 
 def _sharding(config: dict, shard: tuple[int, ...], dtype_name: str) -> _Sharding:
-    settings = _settings(config, "sharding_indexed", {
-        "chunk_shape": (lambda v: isinstance(v, list), "a list of integers"),
-        "codecs": (lambda v: isinstance(v, list), "a list of codecs"),
-        "index_codecs": (lambda v: isinstance(v, list), "a list of codecs"),
-        "index_location": (lambda v: v in ("start", "end"), "'start' or 'end'"),
-    })
+    settings = _settings(
+        config,
+        "sharding_indexed",
+        {
+            "chunk_shape": (lambda v: isinstance(v, list), "a list of integers"),
+            "codecs": (lambda v: isinstance(v, list), "a list of codecs"),
+            "index_codecs": (lambda v: isinstance(v, list), "a list of codecs"),
+            "index_location": (lambda v: v in ("start", "end"), "'start' or 'end'"),
+        },
+    )
     for key in ("chunk_shape", "codecs", "index_codecs"):
         if key not in settings:
             raise _Invalid(f"the codec sharding_indexed needs its '{key}'")
@@ -794,11 +854,18 @@ def _sharding(config: dict, shard: tuple[int, ...], dtype_name: str) -> _Shardin
     names = [_named(e, "index_codecs") for e in index_codecs]
     if not names or names[0][0] not in ("bytes", "endian") or any(n != "crc32c" for n, _ in names[1:]) or len(names) > 2:
         raise _Invalid("'index_codecs' must be the bytes codec, optionally followed by crc32c")
-    endian = _settings(names[0][1], "bytes", {"endian": (lambda v: v in ("little", "big"), "'little' or 'big'")}).get("endian", "little")
+    endian = _settings(names[0][1], "bytes", {"endian": (lambda v: v in ("little", "big"), "'little' or 'big'")}).get(
+        "endian", "little"
+    )
     if len(names) == 2:
         _settings(names[1][1], "crc32c", {})
-    return _Sharding(inner, per_shard, settings.get("index_location", "end") == "start",
-                     np.dtype("<u8" if endian == "little" else ">u8"), len(names) == 2)
+    return _Sharding(
+        inner,
+        per_shard,
+        settings.get("index_location", "end") == "start",
+        np.dtype("<u8" if endian == "little" else ">u8"),
+        len(names) == 2,
+    )
 
 
 def _parse_v3(metadata) -> _Metadata:
@@ -808,7 +875,7 @@ def _parse_v3(metadata) -> _Metadata:
     if unknown:
         raise _unaccepted(unknown)
     if metadata.get("zarr_format") != 3 or isinstance(metadata.get("zarr_format"), bool):
-        raise _Invalid("its zarr.json must have \"zarr_format\": 3")
+        raise _Invalid('its zarr.json must have "zarr_format": 3')
     if metadata.get("node_type") != "array":
         raise _Invalid("its zarr.json describes a group, not an array")
     for key, value in metadata.items():
@@ -823,31 +890,37 @@ def _parse_v3(metadata) -> _Metadata:
     dtype_name = metadata["data_type"]
     if not isinstance(dtype_name, str) or dtype_name not in _V3_DTYPES:
         shown = dtype_name if isinstance(dtype_name, str) else type(dtype_name).__name__
-        raise _Invalid(f"has data type {str(shown)[:40]!r}; label arrays must be integer, boolean or float "
-                       "(e.g. uint8, uint32, int64, float32, bool)", readable=False)
+        raise _Invalid(
+            f"has data type {str(shown)[:40]!r}; label arrays must be integer, boolean or float "
+            "(e.g. uint8, uint32, int64, float32, bool)",
+            readable=False,
+        )
     grid_name, grid_config = _named(metadata["chunk_grid"], "chunk_grid")
     if grid_name != "regular" or "chunk_shape" not in grid_config or set(grid_config) != {"chunk_shape"}:
-        raise _Invalid("'chunk_grid' must be {\"name\": \"regular\", \"configuration\": {\"chunk_shape\": [...]}}")
+        raise _Invalid('\'chunk_grid\' must be {"name": "regular", "configuration": {"chunk_shape": [...]}}')
     grid = _shape(grid_config["chunk_shape"], "chunk_shape", 1)
     if len(grid) != len(shape):
         raise _Invalid(f"'chunk_shape' has {len(grid)} dimensions but 'shape' has {len(shape)}")
     key_name, key_config = _named(metadata["chunk_key_encoding"], "chunk_key_encoding")
     if key_name not in ("default", "v2"):
-        raise _Invalid("'chunk_key_encoding' must be \"default\" or \"v2\"")
-    separator = _settings(key_config, "chunk_key_encoding", {"separator": (lambda v: v in (".", "/"), "\".\" or \"/\"")}).get(
-        "separator", "/" if key_name == "default" else ".")
+        raise _Invalid('\'chunk_key_encoding\' must be "default" or "v2"')
+    separator = _settings(key_config, "chunk_key_encoding", {"separator": (lambda v: v in (".", "/"), '"." or "/"')}).get(
+        "separator", "/" if key_name == "default" else "."
+    )
     dtype = np.dtype(_V3_DTYPES[dtype_name])
     fill = _fill_value(metadata["fill_value"], dtype, 3)
     names = metadata.get("dimension_names")
-    if names is not None and (not isinstance(names, list) or len(names) != len(shape)
-                              or not all(n is None or isinstance(n, str) for n in names)):
+    if names is not None and (
+        not isinstance(names, list) or len(names) != len(shape) or not all(n is None or isinstance(n, str) for n in names)
+    ):
         raise _Invalid("'dimension_names' must list one name (or null) per dimension")
     attrs = metadata.get("attributes", {})
     pipeline, sharding = _v3_pipeline(metadata["codecs"], grid, dtype_name, "codecs", nested=False)
     stored = pipeline.dtype if pipeline is not None else sharding.inner.dtype
     prefix = ("c",) if key_name == "default" else ()
-    return _Metadata(3, shape, grid, stored, fill, pipeline, sharding, prefix, separator,
-                     attrs if isinstance(attrs, dict) else {})
+    return _Metadata(
+        3, shape, grid, stored, fill, pipeline, sharding, prefix, separator, attrs if isinstance(attrs, dict) else {}
+    )
 
 
 def _check_sizes(meta: _Metadata) -> None:
@@ -861,15 +934,19 @@ def _check_sizes(meta: _Metadata) -> None:
         raise _Invalid(f"it has {math.prod(counts)} chunks; at most {MAX_GRID_CHUNKS} are accepted: use larger chunks")
     covered = math.prod(n * c for n, c in zip(counts, meta.grid)) * itemsize
     if covered > 2 * voxels * itemsize + PADDING_SLACK:
-        raise _Invalid(f"its chunks {meta.grid} cover {covered} bytes for an array of {voxels * itemsize} bytes; "
-                       "use chunks no larger than the array")
+        raise _Invalid(
+            f"its chunks {meta.grid} cover {covered} bytes for an array of {voxels * itemsize} bytes; "
+            "use chunks no larger than the array"
+        )
     for pipeline, what in ((meta.pipeline, "chunk"), (meta.sharding.inner if meta.sharding else None, "inner chunk")):
         if pipeline is None:
             continue
         size = math.prod(pipeline.shape) * itemsize
         if size > MAX_CHUNK_BYTES:
-            raise _Invalid(f"one {what} of shape {pipeline.shape} holds {size} bytes; at most {MAX_CHUNK_BYTES >> 20} MiB "
-                           "are accepted: use smaller chunks")
+            raise _Invalid(
+                f"one {what} of shape {pipeline.shape} holds {size} bytes; at most {MAX_CHUNK_BYTES >> 20} MiB "
+                "are accepted: use smaller chunks"
+            )
         pipeline.plan()
 
 
@@ -881,7 +958,7 @@ def _pool_executor():
     """A process-wide thread pool for chunk decoding, made anew after a fork."""
     global _POOL, _POOL_PID
     with _POOL_LOCK:
-        if _POOL is None or _POOL_PID != os.getpid():
+        if _POOL is None or os.getpid() != _POOL_PID:
             _POOL, _POOL_PID = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="zarr-decode"), os.getpid()
         return _POOL
 
@@ -1054,7 +1131,7 @@ class Array:
                     if None in values or entry.is_dir(follow_symlinks=False):
                         continue
                     refuse_special(entry, entry.name)
-                    found.append(values[len(prefix):])
+                    found.append(values[len(prefix) :])
         else:
             pending = [(self.path, 0, [])]
             while pending:
@@ -1074,7 +1151,7 @@ class Array:
                                 refuse_special(entry, os.path.relpath(entry.path, self.path))
                         elif not entry.is_dir(follow_symlinks=False):
                             refuse_special(entry, os.path.relpath(entry.path, self.path))
-                            found.append((values + [value])[len(prefix):])
+                            found.append((values + [value])[len(prefix) :])
         if not found or not ndim:
             return np.zeros(len(found[:1]), dtype=np.int64)
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
@@ -1103,7 +1180,9 @@ class Array:
     # -- decoding
 
     def _fail(self, error, display: str, key: str, reason: str):
-        return error(f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr")
+        return error(
+            f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr"
+        )
 
     def _place(self, chunk: np.ndarray, origin, selection, out) -> None:
         """Copy the part of ``chunk`` (at ``origin``) that lies in ``selection`` into ``out``."""
@@ -1126,8 +1205,9 @@ class Array:
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
 
         def task():
-            data = untrusted.read_bytes(self.path / key, f"{display}/{key}", pipeline.stored_limit, error,
-                                        what="a compressed chunk of this array")
+            data = untrusted.read_bytes(
+                self.path / key, f"{display}/{key}", pipeline.stored_limit, error, what="a compressed chunk of this array"
+            )
             self._place(self._decode(pipeline, data, key, display, error), origin, selection, out)
 
         return task
@@ -1167,7 +1247,9 @@ class Array:
                 if offset == _MISSING or length == _MISSING or offset + length > size:
                     raise self._fail(error, display, name, f"its shard index points past the end of the shard ({size} bytes)")
                 if length > inner.stored_limit:
-                    raise self._fail(error, display, name, f"it is stored in {length} bytes, more than {inner.stored_limit} accepted")
+                    raise self._fail(
+                        error, display, name, f"it is stored in {length} bytes, more than {inner.stored_limit} accepted"
+                    )
                 inner_origin = [o + p * c for o, p, c in zip(origin, position, inner.shape)]
                 tasks.append(self._inner_task(fd, offset, length, name, inner_origin, selection, out, display, error))
             _run(tasks, self._workers(inner))

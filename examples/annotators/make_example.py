@@ -59,7 +59,7 @@ def main() -> None:
         tissue = ndimage.binary_dilation(draw(curves, width=0), iterations=9)
         blob = np.zeros((SIZE, SIZE), dtype=bool)
         r, c = rng.integers(10, SIZE - 10, 2)
-        blob[r - 3:r + 3, c - 3:c + 3] = True
+        blob[r - 3 : r + 3, c - 3 : c + 3] = True
         models = {
             "predictions_unet": draw(curves, offset=tuple(rng.integers(-1, 2, 2))),
             "predictions_baseline": draw(curves[1:], width=2) | blob,

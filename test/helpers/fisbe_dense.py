@@ -165,11 +165,26 @@ def evaluate(gt_stack, pred_stack, dims=(), partly=False):
         pr, rc = tp / max(1, tp + fp), tp / max(1, tp + fn)
         f = 2 * pr * rc / (pr + rc) if pr + rc > 0 else 0.0
         aps.append(pr * rc), fs_list.append(f)
-        cm["th_" + str(th).replace(".", "_")] = {"AP_TP": tp, "AP_FP": fp, "AP_FN": fn, "precision": pr, "recall": rc, "AP": pr * rc, "fscore": f, **row}
+        cm["th_" + str(th).replace(".", "_")] = {
+            "AP_TP": tp,
+            "AP_FP": fp,
+            "AP_FN": fn,
+            "precision": pr,
+            "recall": rc,
+            "AP": pr * rc,
+            "fscore": f,
+            **row,
+        }
         if th == 0.5:
             general["TP_05"], general["TP_05_cldice"] = tp, [loc[g, p] for g, p in zip(gs, ps)]
-    cm.update(avAP=np.mean(aps[4:]), avAP59=np.mean(aps[4:]), avAP19=np.mean(aps[:9]),
-              avFscore=np.mean(fs_list[:9]), avFscore59=np.mean(fs_list[4:]), avFscore19=np.mean(fs_list[:9]))
+    cm.update(
+        avAP=np.mean(aps[4:]),
+        avAP59=np.mean(aps[4:]),
+        avAP19=np.mean(aps[:9]),
+        avFscore=np.mean(fs_list[:9]),
+        avFscore59=np.mean(fs_list[4:]),
+        avFscore19=np.mean(fs_list[:9]),
+    )
     general["TP_05_rel"] = general["TP_05"] / n_gt if n_gt else 0.0
     general["avg_TP_05_cldice"] = np.mean(general["TP_05_cldice"]) if general["TP_05_cldice"] else 0.0
     cov = coverage(prec, rec, gt_skels, pred_masks, gt_ov and pred_ov)

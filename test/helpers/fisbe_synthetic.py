@@ -46,8 +46,12 @@ def tube(rng, shape, length: int, radius: int, branches: int = 2, start=None) ->
 
 
 def neurons(rng, shape, count: int, length=(150, 400), radius=(1, 3)) -> list[np.ndarray]:
-    return [tube(rng, shape, int(rng.integers(*length)), int(rng.integers(radius[0], radius[1] + 1)),
-                 branches=int(rng.integers(0, 4))) for _ in range(count)]
+    return [
+        tube(
+            rng, shape, int(rng.integers(*length)), int(rng.integers(radius[0], radius[1] + 1)), branches=int(rng.integers(0, 4))
+        )
+        for _ in range(count)
+    ]
 
 
 def gt_stack(shape, instances: list[np.ndarray], dtype=np.uint8) -> np.ndarray:

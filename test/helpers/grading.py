@@ -33,7 +33,18 @@ class Run:
 
 
 def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict | None = None) -> Run:
-    command = [sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(output), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "evaluation",
+        "--input",
+        str(submission),
+        "--ground-truth",
+        str(phase),
+        "--output",
+        str(output),
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, cwd=ROOT)
     return Run(done.returncode, done.stdout, done.stderr, output)
 
@@ -61,7 +72,9 @@ def differences(got, expected, path="", integer_keys=()) -> list[str]:
             return [f"{path}: expected an object, got {got!r}"]
         found = []
         if set(got) != set(expected):
-            found.append(f"{path}: keys differ: missing {sorted(set(expected) - set(got))}, extra {sorted(set(got) - set(expected))}")
+            found.append(
+                f"{path}: keys differ: missing {sorted(set(expected) - set(got))}, extra {sorted(set(got) - set(expected))}"
+            )
         for key in set(got) & set(expected):
             found += differences(got[key], expected[key], f"{path}/{key}", integer_keys)
         return found

@@ -25,10 +25,10 @@ import stat
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
@@ -93,7 +93,7 @@ def itk_image(array: np.ndarray, path: Path, spacing=SPACING, origin=ORIGIN, dir
 
 def truth_map(index: int) -> np.ndarray:
     labels = np.zeros((6, 8, 8), np.uint8)
-    labels[1:5, 2:6, 1 + index:5 + index] = 1
+    labels[1:5, 2:6, 1 + index : 5 + index] = 1
     labels[2:4, 3:5, 2:4] = 2
     return labels
 
@@ -148,11 +148,13 @@ def segmentation_instance_submission(root: Path, case_1: np.ndarray | None = Non
 
 def multiclass_with(write: Callable[[Path], None], name: str = "case_1") -> Callable[[Path], Path]:
     """The two-case multiclass submission with case 1 replaced by what ``write(folder)`` makes."""
+
     def build(root: Path) -> Path:
         folder = multiclass_submission(root)
         (folder / f"{name}.nii.gz").unlink()
         write(folder)
         return folder
+
     return build
 
 
@@ -223,16 +225,21 @@ TOMO_TOTAL, TOMO_START, TOMO_STOP, TOMO_PLANE = 10, 2, 8, (4, 8)
 
 def tomo_phase(root: Path) -> Path:
     phase = root / f"{MARKER}-phase"
-    regions = np.repeat(np.array([1, 1, 2, 2, 3, 4, 0, 0], np.uint8)[None, None, :], 4, axis=1).repeat(TOMO_STOP - TOMO_START, axis=0)
+    regions = np.repeat(np.array([1, 1, 2, 2, 3, 4, 0, 0], np.uint8)[None, None, :], 4, axis=1).repeat(
+        TOMO_STOP - TOMO_START, axis=0
+    )
     for step in ("A", "B"):
         (phase / step).mkdir(parents=True)
         water = np.zeros((TOMO_TOTAL, *TOMO_PLANE), np.uint8)
         water[:, 0, :] = 1
         np.save(phase / step / f"{MARKER}-water.npy", water)
         np.save(phase / step / f"{MARKER}-regions.npy", regions)
-    return _phase_file(phase, "suite: tomo_fuelcell\ntime_steps: [A, B]\n"
-                              f"slices: {{start: {TOMO_START}, stop: {TOMO_STOP}, total: {TOMO_TOTAL}}}\n"
-                              f"truth: '{{step}}/{MARKER}-water.npy'\nregion_labels: '{{step}}/{MARKER}-regions.npy'\n")
+    return _phase_file(
+        phase,
+        "suite: tomo_fuelcell\ntime_steps: [A, B]\n"
+        f"slices: {{start: {TOMO_START}, stop: {TOMO_STOP}, total: {TOMO_TOTAL}}}\n"
+        f"truth: '{{step}}/{MARKER}-water.npy'\nregion_labels: '{{step}}/{MARKER}-regions.npy'\n",
+    )
 
 
 def tomo_submission(root: Path, a: Callable[[Path], None] | None = None) -> Path:
@@ -319,7 +326,9 @@ def _many_entries(root: Path) -> Path:
 def _non_utf8_tar(root: Path) -> Path:
     folder = root / "input"
     folder.mkdir()
-    with tarfile.open(folder / "submission.tar", "w", format=tarfile.GNU_FORMAT, encoding="latin-1") as tar:  # raw bytes, no PAX UTF-8
+    with tarfile.open(
+        folder / "submission.tar", "w", format=tarfile.GNU_FORMAT, encoding="latin-1"
+    ) as tar:  # raw bytes, no PAX UTF-8
         info = tarfile.TarInfo("crop\xe9\xff/\xe0b")
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
@@ -342,6 +351,7 @@ def _deep_zip(root: Path) -> Path:
 
 def _fifo_at(relative: str, base: Callable[[Path], Path] = cellmap_submission) -> Callable[[Path], Path]:
     """The submission with a named pipe at ``relative`` (replacing any file there)."""
+
     def build(root: Path) -> Path:
         folder = base(root)
         target = folder / relative
@@ -350,6 +360,7 @@ def _fifo_at(relative: str, base: Callable[[Path], Path] = cellmap_submission) -
         target.parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(target)
         return folder
+
     return build
 
 
@@ -361,7 +372,9 @@ def _socket_in(root: Path) -> Path:
     return folder
 
 
-def _symlink_at(relative: str, target: Callable[[Path], Path], base: Callable[[Path], Path] = cellmap_submission) -> Callable[[Path], Path]:
+def _symlink_at(
+    relative: str, target: Callable[[Path], Path], base: Callable[[Path], Path] = cellmap_submission
+) -> Callable[[Path], Path]:
     def build(root: Path) -> Path:
         folder = base(root)
         link = folder / relative
@@ -371,6 +384,7 @@ def _symlink_at(relative: str, target: Callable[[Path], Path], base: Callable[[P
             link.unlink()
         link.symlink_to(target(root))
         return folder
+
     return build
 
 
@@ -407,6 +421,7 @@ def cellmap_with(mutate: Callable[[Path], None]) -> Callable[[Path], Path]:
         folder = cellmap_submission(root)
         mutate(folder / "submission.zarr" / "crop101")
         return folder
+
     return build
 
 
@@ -423,8 +438,15 @@ def replace_array(label_folder: Path, array: np.ndarray, attrs: dict | None = No
     import zarr
 
     shutil.rmtree(label_folder, ignore_errors=True)
-    created = zarr.open_array(str(label_folder), mode="w", shape=array.shape, dtype=array.dtype,
-                              chunks=chunks or tuple(max(1, s) for s in array.shape), zarr_format=2, **options)
+    created = zarr.open_array(
+        str(label_folder),
+        mode="w",
+        shape=array.shape,
+        dtype=array.dtype,
+        chunks=chunks or tuple(max(1, s) for s in array.shape),
+        zarr_format=2,
+        **options,
+    )
     if array.size:
         created[...] = array
     created.attrs.update(attrs if attrs is not None else GEOMETRY)
@@ -433,6 +455,7 @@ def replace_array(label_folder: Path, array: np.ndarray, attrs: dict | None = No
 def with_attrs(**attrs) -> Callable[[Path], None]:
     def mutate(crop: Path) -> None:
         (crop / "mito" / ".zattrs").write_text(json.dumps({**GEOMETRY, **attrs}))
+
     return mutate
 
 
@@ -467,14 +490,16 @@ def deflate_zeros(total: int, wbits: int) -> bytes:
         crc = 0
         for _ in range(count):
             crc = zlib.crc32(zeros, crc)
-        return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body + crc.to_bytes(4, "little") + (total % 2**32).to_bytes(4, "little")
+        return (
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body + crc.to_bytes(4, "little") + (total % 2**32).to_bytes(4, "little")
+        )
     adler = 1
     for _ in range(count):
         adler = zlib.adler32(zeros, adler)
     return b"\x78\xda" + body + adler.to_bytes(4, "big")
 
 
-@lru_cache(maxsize=None)
+@cache
 def bomb(codec: str, total: int = 2 << 30) -> bytes:
     """A chunk of a few KB to MB that decodes to ``total`` bytes (2 GiB: beyond the corpus's
     memory cap) with ``codec``'s own decoder."""
@@ -490,12 +515,14 @@ def bomb(codec: str, total: int = 2 << 30) -> bytes:
 
 def zarr_bomb(codec: str) -> Callable[[Path], None]:
     """crop101/mito (48^3 uint8 in 32^3 chunks) with one chunk that decodes to 2 GiB."""
+
     def mutate(crop: Path) -> None:
         replace_array(crop / "mito", truth_mito().astype(np.uint8), GEOMETRY, chunks=(32, 32, 32))
         edit_zarray(crop / "mito", compressor={"id": codec})
         for chunk in (crop / "mito").glob("[0-9]*"):
             chunk.unlink()
         (crop / "mito" / "0.0.0").write_bytes(bomb(codec))
+
     return mutate
 
 
@@ -503,9 +530,20 @@ def one_voxel_chunks(crop: Path) -> None:
     """A 192^3 array in 1-voxel chunks, none stored: 7 million chunk coordinates."""
     shutil.rmtree(crop / "mito")
     (crop / "mito").mkdir()
-    (crop / "mito" / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": [192, 192, 192], "chunks": [1, 1, 1], "dtype": "<u4", "compressor": None,
-        "fill_value": 0, "filters": None, "order": "C"}))
+    (crop / "mito" / ".zarray").write_text(
+        json.dumps(
+            {
+                "zarr_format": 2,
+                "shape": [192, 192, 192],
+                "chunks": [1, 1, 1],
+                "dtype": "<u4",
+                "compressor": None,
+                "fill_value": 0,
+                "filters": None,
+                "order": "C",
+            }
+        )
+    )
     (crop / "mito" / ".zattrs").write_text(json.dumps({"voxel_size": [2.0, 2.0, 2.0], "translation": [800.0, 1600.0, 2400.0]}))
 
 
@@ -516,6 +554,7 @@ def big_endian_mito(crop: Path) -> None:
 def deep_json(file_name: str) -> Callable[[Path], None]:
     def mutate(crop: Path) -> None:
         (crop / "mito" / file_name).write_text("[" * 100_000 + "]" * 100_000)
+
     return mutate
 
 
@@ -525,26 +564,36 @@ def zarr_v3(crop: Path, document: dict) -> None:
     (crop / "mito" / "zarr.json").write_text(json.dumps(document))
 
 
-V3_ARRAY = {"zarr_format": 3, "node_type": "array", "shape": [48, 48, 48], "data_type": "uint32",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [48, 48, 48]}},
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-            "attributes": GEOMETRY}
+V3_ARRAY = {
+    "zarr_format": 3,
+    "node_type": "array",
+    "shape": [48, 48, 48],
+    "data_type": "uint32",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [48, 48, 48]}},
+    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+    "fill_value": 0,
+    "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    "attributes": GEOMETRY,
+}
 
 
 # --------------------------------------------------------------------------------------------
 # Label maps (multiclass): files that name other files, declare huge sizes, or are not files
 
 
-MHA_HEADER = ("ObjectType = Image\nNDims = 3\nBinaryData = True\nBinaryDataByteOrderMSB = False\nCompressedData = False\n"
-              "Offset = 0 0 0\nElementSpacing = 1 1 2\nDimSize = 8 8 6\nElementType = MET_UCHAR\n")
+MHA_HEADER = (
+    "ObjectType = Image\nNDims = 3\nBinaryData = True\nBinaryDataByteOrderMSB = False\nCompressedData = False\n"
+    "Offset = 0 0 0\nElementSpacing = 1 1 2\nDimSize = 8 8 6\nElementType = MET_UCHAR\n"
+)
 
 
 def mha_pointing(data_file_line: str, newline: str = "\n", padding: str = "") -> Callable[[Path], None]:
     """A MetaImage header whose pixel data is another file (the ground truth's)."""
+
     def write(folder: Path) -> None:
         text = MHA_HEADER + padding + data_file_line + "\n"
         (folder / "case_1.mha").write_bytes(text.replace("\n", newline).encode())
+
     return write
 
 
@@ -556,6 +605,7 @@ def mha_relative(separator: str = " = ", decoy: bool = False, newline: str = "\n
     def write(folder: Path) -> None:
         line = f"ElementDataFile{separator}{_truth_relative(folder)}" + ("\nElementDataFile = LOCAL" if decoy else "")
         mha_pointing(line, newline, padding)(folder)
+
     return write
 
 
@@ -575,11 +625,13 @@ def mha_pattern(folder: Path) -> None:
 NRRD_HEADER = "NRRD0004\ntype: uint8\ndimension: 3\nsizes: 8 8 6\nspacings: 2 1 1\nendian: little\n"
 
 
-def nrrd_pointing(field: str, encoding: str = "raw", newline: str = "\n", padding: str = "", skip: str = "",
-                  truth_suffix: str = ".mha") -> Callable[[Path], None]:
+def nrrd_pointing(
+    field: str, encoding: str = "raw", newline: str = "\n", padding: str = "", skip: str = "", truth_suffix: str = ".mha"
+) -> Callable[[Path], None]:
     def write(folder: Path) -> None:
         text = NRRD_HEADER + padding + f"encoding: {encoding}\n" + skip + f"{field}: {_truth_relative(folder, truth_suffix)}\n\n"
         (folder / "case_1.nrrd").write_bytes(text.replace("\n", newline).encode())
+
     return write
 
 
@@ -599,9 +651,11 @@ def nii_holding_metaimage(folder: Path) -> None:
 
 def mha_declaring(shape: tuple[int, int, int]) -> Callable[[Path], None]:
     """A MetaImage whose header declares ``shape`` (x, y, z) and holds a few bytes."""
+
     def write(folder: Path) -> None:
         header = MHA_HEADER.replace("DimSize = 8 8 6", "DimSize = " + " ".join(map(str, shape))) + "ElementDataFile = LOCAL\n"
         (folder / "case_1.mha").write_bytes(header.encode() + bytes(1000))
+
     return write
 
 
@@ -626,16 +680,30 @@ def nifti_declaring(folder: Path) -> None:
 
 def zarr_case_declaring(chunks: int) -> Callable[[Path], None]:
     """A 300-byte zarr label map declaring 1500^3 voxels (no chunk stored, fill value 1)."""
+
     def write(folder: Path) -> None:
         (folder / "case_1.zarr").mkdir()
-        (folder / "case_1.zarr" / ".zarray").write_text(json.dumps({
-            "zarr_format": 2, "shape": [1500, 1500, 1500], "chunks": [chunks] * 3, "dtype": "|u1",
-            "compressor": None, "fill_value": 1, "filters": None, "order": "C"}))
+        (folder / "case_1.zarr" / ".zarray").write_text(
+            json.dumps(
+                {
+                    "zarr_format": 2,
+                    "shape": [1500, 1500, 1500],
+                    "chunks": [chunks] * 3,
+                    "dtype": "|u1",
+                    "compressor": None,
+                    "fill_value": 1,
+                    "filters": None,
+                    "order": "C",
+                }
+            )
+        )
+
     return write
 
 
 def tiff_bomb(codec: str) -> Callable[[Path], None]:
     """A one-strip 8 x 8 x 6 TIFF whose strip decodes to 2 GiB."""
+
     def write(folder: Path) -> None:
         path = folder / "case_1.tif"
         tifffile.imwrite(path, truth_map(1), compression=codec)
@@ -646,9 +714,10 @@ def tiff_bomb(codec: str) -> Callable[[Path], None]:
             at_offsets, at_counts = offsets.valueoffset, counts.valueoffset
         data = bytearray(path.read_bytes())
         end = len(data)
-        data[at_offsets:at_offsets + 4] = end.to_bytes(4, "little")
-        data[at_counts:at_counts + 4] = len(payload).to_bytes(4, "little")
+        data[at_offsets : at_offsets + 4] = end.to_bytes(4, "little")
+        data[at_counts : at_counts + 4] = len(payload).to_bytes(4, "little")
         path.write_bytes(bytes(data) + payload)
+
     return write
 
 
@@ -676,6 +745,7 @@ def _private(folder: Path, name: str) -> Path:
 def hdf5_external_link(level: str) -> Callable[[Path], None]:
     """s0.hdf whose ``volumes/labels`` reaches another file through an external link at the
     last level or at ``volumes``."""
+
     def write(folder: Path) -> None:
         target = _private(folder, "other.hdf")
         with h5py.File(target, "w") as f:
@@ -686,6 +756,7 @@ def hdf5_external_link(level: str) -> Callable[[Path], None]:
                 f["volumes/labels"] = h5py.ExternalLink(relative, "volumes/labels")
             else:
                 f["volumes"] = h5py.ExternalLink(relative, "volumes")
+
     return write
 
 
@@ -709,8 +780,12 @@ def hdf5_external_storage(folder: Path) -> None:
     target = _private(folder, "raw.bin")
     target.write_bytes(fisbe_labels().tobytes())
     with h5py.File(folder / "s0.hdf", "w") as f:
-        f.create_dataset("volumes/labels", shape=FISBE_SHAPE, dtype=np.int32,
-                         external=[(os.path.relpath(target, folder), 0, h5py.h5f.UNLIMITED)])
+        f.create_dataset(
+            "volumes/labels",
+            shape=FISBE_SHAPE,
+            dtype=np.int32,
+            external=[(os.path.relpath(target, folder), 0, h5py.h5f.UNLIMITED)],
+        )
 
 
 def hdf5_deflate_bomb(folder: Path) -> None:
@@ -729,22 +804,34 @@ def hdf5_million_channels(folder: Path) -> None:
     """A (10^6, z, y, x) channel stack with nothing stored: ten thousand times more channels
     than instances exist."""
     with h5py.File(folder / "s0.hdf", "w") as f:
-        f.create_dataset("volumes/labels", shape=(1_000_000, *FISBE_SHAPE), dtype=np.uint8, chunks=(1, *FISBE_SHAPE),
-                         compression="gzip")
+        f.create_dataset(
+            "volumes/labels", shape=(1_000_000, *FISBE_SHAPE), dtype=np.uint8, chunks=(1, *FISBE_SHAPE), compression="gzip"
+        )
 
 
 def tiff_pages(path: Path, pages: int, height: int, width: int, strip: bytes, compression: int = 8) -> None:
     """A little-endian TIFF of ``pages`` uint8 pages that all share one strip: megabytes of
     header that declare gigabytes of image."""
-    entries = [(256, 4, width), (257, 4, height), (258, 3, 8), (259, 3, compression), (262, 3, 1),
-               (273, 4, 8), (277, 3, 1), (278, 4, height), (279, 4, len(strip))]
+    entries = [
+        (256, 4, width),
+        (257, 4, height),
+        (258, 3, 8),
+        (259, 3, compression),
+        (262, 3, 1),
+        (273, 4, 8),
+        (277, 3, 1),
+        (278, 4, height),
+        (279, 4, len(strip)),
+    ]
     ifd_size = 2 + 12 * len(entries) + 4
     first = 8 + len(strip)
     out = bytearray(b"II*\x00" + first.to_bytes(4, "little") + strip)
     for page in range(pages):
         out += len(entries).to_bytes(2, "little")
         for tag, kind, value in entries:
-            out += tag.to_bytes(2, "little") + kind.to_bytes(2, "little") + (1).to_bytes(4, "little") + value.to_bytes(4, "little")
+            out += (
+                tag.to_bytes(2, "little") + kind.to_bytes(2, "little") + (1).to_bytes(4, "little") + value.to_bytes(4, "little")
+            )
         following = first + (page + 1) * ifd_size if page + 1 < pages else 0
         out += following.to_bytes(4, "little")
     path.write_bytes(bytes(out))
@@ -772,8 +859,15 @@ def grand_challenge(root: Path, mutate_jobs=None, write=True) -> Path:
         if write:
             itk_image(truth_map(i), folder / pk / "output" / "images" / "seg" / f"{i}a7c1e2.mha")
         socket_ = {"slug": "seg", "kind": "Segmentation", "super_kind": "Image", "relative_path": "images/seg"}
-        jobs.append({"pk": pk, "inputs": [{"interface": {**socket_, "slug": "ct", "relative_path": "images/ct"}, "image": {"name": f"case_{i}.mha"}}],
-                     "outputs": [{"interface": socket_, "image": {"name": "x.mha"}}]})
+        jobs.append(
+            {
+                "pk": pk,
+                "inputs": [
+                    {"interface": {**socket_, "slug": "ct", "relative_path": "images/ct"}, "image": {"name": f"case_{i}.mha"}}
+                ],
+                "outputs": [{"interface": socket_, "image": {"name": "x.mha"}}],
+            }
+        )
     if mutate_jobs:
         mutate_jobs(jobs)
     folder.mkdir(exist_ok=True)
@@ -786,6 +880,7 @@ def _gc_text(text: str) -> Callable[[Path], Path]:
         folder = grand_challenge(root)
         (folder / "predictions.json").write_text(text)
         return folder
+
     return build
 
 
@@ -840,11 +935,13 @@ def _itk(array, suffix=".nii.gz", **geometry) -> Callable[[Path], None]:
 
 def _truncated(suffix: str, writer) -> Callable[[Path], None]:
     """A file of the right shape with the last part of its bytes cut off."""
+
     def write(folder: Path) -> None:
         path = folder / f"case_1{suffix}"
         writer(path)
         data = path.read_bytes()
         path.write_bytes(data[: len(data) - max(150, len(data) // 3)])
+
     return write
 
 
@@ -864,47 +961,173 @@ def _mito_scored(metrics: dict) -> None:
 
 KINDS = [
     # --- archives
-    Kind("zip path traversal", cellmap_phase, lambda r: zipped_cellmap(r, extra=[("../../escaped.txt", "x")]), ("../../escaped.txt", "outside")),
-    Kind("zip absolute path", cellmap_phase, lambda r: zipped_cellmap(r, extra=[("/tmp/escaped.txt", "x")]), ("/tmp/escaped.txt", "absolute")),
-    Kind("zip backslash traversal", cellmap_phase, lambda r: zipped_cellmap(r, extra=[("..\\..\\escaped.txt", "x")]), ("escaped.txt", "outside")),
-    Kind("zip symlink", cellmap_phase, lambda r: zipped_cellmap(r, symlink="/etc/passwd"), ("crop101/mito/link", "symbolic link")),
-    Kind("tar symlink", cellmap_phase, lambda r: tar_with(r, tar_link("crop101/evil", tarfile.SYMTYPE, "/etc/passwd")), ("crop101/evil", "link")),
-    Kind("tar hard link", cellmap_phase, lambda r: tar_with(r, tar_link("crop101/hard", tarfile.LNKTYPE, "/etc/shadow")), ("crop101/hard", "link")),
-    Kind("tar device file", cellmap_phase, lambda r: tar_with(r, tar_link("crop101/dev", tarfile.CHRTYPE, "")), ("crop101/dev", "special file")),
-    Kind("tar FIFO entry", cellmap_phase, lambda r: tar_with(r, tar_link("crop101/pipe", tarfile.FIFOTYPE, "")), ("crop101/pipe", "special file")),
-    Kind("zip bomb (ratio)", cellmap_phase, lambda r: raw_zip(r, [("crop101/mito/0.0.0", bytes(48 << 20))]), ("crop101/mito/0.0.0", "zip bomb")),
-    Kind("zip bomb (absolute size)", lambda r: cellmap_phase(r, "archive: {max_total_bytes: 1000000}\n"),
-         lambda r: raw_zip(r, [("crop101/mito/0.0.0", os.urandom(2_000_000))], zipfile.ZIP_STORED), ("2.0 MB", "1.0 MB")),
-    Kind("100 000 tiny entries", lambda r: cellmap_phase(r, "archive: {max_entries: 50000}\n"), _many_entries, ("100000 entries",)),
-    Kind("nested zip", cellmap_phase, lambda r: raw_zip(r, [("inner.zip", (FIXTURES.parent.parent / "examples" / "cellmap" / "submission" / "submission.zip").read_bytes())]), ("inner.zip", "another archive")),
+    Kind(
+        "zip path traversal",
+        cellmap_phase,
+        lambda r: zipped_cellmap(r, extra=[("../../escaped.txt", "x")]),
+        ("../../escaped.txt", "outside"),
+    ),
+    Kind(
+        "zip absolute path",
+        cellmap_phase,
+        lambda r: zipped_cellmap(r, extra=[("/tmp/escaped.txt", "x")]),
+        ("/tmp/escaped.txt", "absolute"),
+    ),
+    Kind(
+        "zip backslash traversal",
+        cellmap_phase,
+        lambda r: zipped_cellmap(r, extra=[("..\\..\\escaped.txt", "x")]),
+        ("escaped.txt", "outside"),
+    ),
+    Kind(
+        "zip symlink", cellmap_phase, lambda r: zipped_cellmap(r, symlink="/etc/passwd"), ("crop101/mito/link", "symbolic link")
+    ),
+    Kind(
+        "tar symlink",
+        cellmap_phase,
+        lambda r: tar_with(r, tar_link("crop101/evil", tarfile.SYMTYPE, "/etc/passwd")),
+        ("crop101/evil", "link"),
+    ),
+    Kind(
+        "tar hard link",
+        cellmap_phase,
+        lambda r: tar_with(r, tar_link("crop101/hard", tarfile.LNKTYPE, "/etc/shadow")),
+        ("crop101/hard", "link"),
+    ),
+    Kind(
+        "tar device file",
+        cellmap_phase,
+        lambda r: tar_with(r, tar_link("crop101/dev", tarfile.CHRTYPE, "")),
+        ("crop101/dev", "special file"),
+    ),
+    Kind(
+        "tar FIFO entry",
+        cellmap_phase,
+        lambda r: tar_with(r, tar_link("crop101/pipe", tarfile.FIFOTYPE, "")),
+        ("crop101/pipe", "special file"),
+    ),
+    Kind(
+        "zip bomb (ratio)",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/mito/0.0.0", bytes(48 << 20))]),
+        ("crop101/mito/0.0.0", "zip bomb"),
+    ),
+    Kind(
+        "zip bomb (absolute size)",
+        lambda r: cellmap_phase(r, "archive: {max_total_bytes: 1000000}\n"),
+        lambda r: raw_zip(r, [("crop101/mito/0.0.0", os.urandom(2_000_000))], zipfile.ZIP_STORED),
+        ("2.0 MB", "1.0 MB"),
+    ),
+    Kind(
+        "100 000 tiny entries", lambda r: cellmap_phase(r, "archive: {max_entries: 50000}\n"), _many_entries, ("100000 entries",)
+    ),
+    Kind(
+        "nested zip",
+        cellmap_phase,
+        lambda r: raw_zip(
+            r, [("inner.zip", (FIXTURES.parent.parent / "examples" / "cellmap" / "submission" / "submission.zip").read_bytes())]
+        ),
+        ("inner.zip", "another archive"),
+    ),
     Kind("empty zip", cellmap_phase, lambda r: raw_zip(r, []), ("holds no zarr",)),
-    Kind("not a zip", cellmap_phase, lambda r: single_file(r, "submission.zip", b"this is not an archive"), ("submission.zip", "not a readable zip")),
-    Kind("truncated zip", cellmap_phase, lambda r: single_file(r, "submission.zip", (FIXTURES.parent.parent / "examples" / "cellmap" / "submission" / "submission.zip").read_bytes()[:9000]), ("submission.zip",)),
+    Kind(
+        "not a zip",
+        cellmap_phase,
+        lambda r: single_file(r, "submission.zip", b"this is not an archive"),
+        ("submission.zip", "not a readable zip"),
+    ),
+    Kind(
+        "truncated zip",
+        cellmap_phase,
+        lambda r: single_file(
+            r,
+            "submission.zip",
+            (FIXTURES.parent.parent / "examples" / "cellmap" / "submission" / "submission.zip").read_bytes()[:9000],
+        ),
+        ("submission.zip",),
+    ),
     Kind("non-UTF-8 names in a tar", cellmap_phase, _non_utf8_tar, ("not valid UTF-8",)),
-    Kind("dot-dot-like names", cellmap_phase, lambda r: raw_zip(r, [("..crop101/...", "x"), ("crop101..x/a", "y")]), ("no test crop",)),
+    Kind(
+        "dot-dot-like names",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("..crop101/...", "x"), ("crop101..x/a", "y")]),
+        ("no test crop",),
+    ),
     Kind("two archives", cellmap_phase, _two_archives, ("2 archives",)),
     Kind("empty folder", cellmap_phase, lambda r: (r / "input").mkdir() or r / "input", ("empty",)),
-    Kind("zip entries clash: file, then folder", cellmap_phase, lambda r: raw_zip(r, [("crop101/mito", "x"), ("crop101/mito/0.0.0", "y")]), ("crop101/mito/0.0.0", "clashes")),
-    Kind("zip entries clash: folder, then file", cellmap_phase, lambda r: raw_zip(r, [("crop101/mito/0.0.0", "y"), ("crop101/mito", "x")]), ("crop101/mito", "clashes")),
-    Kind("zip entry twice", cellmap_phase, lambda r: raw_zip(r, [("crop101/mito/0.0.0", "y"), ("crop101/mito/0.0.0", "x")]), ("crop101/mito/0.0.0", "clashes")),
-    Kind("zip entry with a 4 KB name", cellmap_phase, lambda r: raw_zip(r, [("crop101/" + "n" * 4096, "x")]), ("longer than 255 bytes", "...")),
+    Kind(
+        "zip entries clash: file, then folder",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/mito", "x"), ("crop101/mito/0.0.0", "y")]),
+        ("crop101/mito/0.0.0", "clashes"),
+    ),
+    Kind(
+        "zip entries clash: folder, then file",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/mito/0.0.0", "y"), ("crop101/mito", "x")]),
+        ("crop101/mito", "clashes"),
+    ),
+    Kind(
+        "zip entry twice",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/mito/0.0.0", "y"), ("crop101/mito/0.0.0", "x")]),
+        ("crop101/mito/0.0.0", "clashes"),
+    ),
+    Kind(
+        "zip entry with a 4 KB name",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/" + "n" * 4096, "x")]),
+        ("longer than 255 bytes", "..."),
+    ),
     Kind("zip path beyond PATH_MAX", cellmap_phase, lambda r: raw_zip(r, [("/".join(["p" * 200] * 30), "x")]), ("too long",)),
     Kind("zip 1500 folders deep", cellmap_phase, _deep_zip, ("nested more than 64",)),
-    Kind("zip entry with control characters", cellmap_phase, lambda r: raw_zip(r, [("crop101/\x1b[2J\x07../../x", "x")]), ("\\x1b[2J\\x07", "outside")),
+    Kind(
+        "zip entry with control characters",
+        cellmap_phase,
+        lambda r: raw_zip(r, [("crop101/\x1b[2J\x07../../x", "x")]),
+        ("\\x1b[2J\\x07", "outside"),
+    ),
     # --- folder trees: only regular files and folders, UTF-8 names, bounded depth
-    Kind("symlink to the ground truth", multiclass_phase,
-         lambda r: _symlink_at("case_1.mha", truth_file, multiclass_submission)(r), ("case_1.mha", "symbolic link")),
-    Kind("symlinked crop folder", cellmap_phase,
-         _symlink_at("submission.zarr/crop101", lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101"), ("crop101", "symbolic link")),
-    Kind("symlinked zarr chunk", cellmap_phase,
-         _symlink_at("submission.zarr/crop101/mito/0/0/0", lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101" / "mito" / "0" / "0" / "0"), ("mito/0/0/0", "symbolic link")),
-    Kind("symlinked .zattrs", cellmap_phase,
-         _symlink_at("submission.zarr/crop101/mito/.zattrs", lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101" / "mito" / ".zattrs"), (".zattrs", "symbolic link")),
+    Kind(
+        "symlink to the ground truth",
+        multiclass_phase,
+        lambda r: _symlink_at("case_1.mha", truth_file, multiclass_submission)(r),
+        ("case_1.mha", "symbolic link"),
+    ),
+    Kind(
+        "symlinked crop folder",
+        cellmap_phase,
+        _symlink_at("submission.zarr/crop101", lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101"),
+        ("crop101", "symbolic link"),
+    ),
+    Kind(
+        "symlinked zarr chunk",
+        cellmap_phase,
+        _symlink_at(
+            "submission.zarr/crop101/mito/0/0/0",
+            lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101" / "mito" / "0" / "0" / "0",
+        ),
+        ("mito/0/0/0", "symbolic link"),
+    ),
+    Kind(
+        "symlinked .zattrs",
+        cellmap_phase,
+        _symlink_at(
+            "submission.zarr/crop101/mito/.zattrs",
+            lambda r: r / f"{MARKER}-phase" / f"{MARKER}-truth.zarr" / "crop101" / "mito" / ".zattrs",
+        ),
+        (".zattrs", "symbolic link"),
+    ),
     Kind("FIFO as a zarr chunk", cellmap_phase, _fifo_at("submission.zarr/crop101/mito/0/0/0"), ("mito/0/0/0", "named pipe")),
     Kind("FIFO as .zattrs", cellmap_phase, _fifo_at("submission.zarr/crop101/mito/.zattrs"), (".zattrs", "named pipe")),
     Kind("FIFO as .zarray", cellmap_phase, _fifo_at("submission.zarr/crop101/mito/.zarray"), (".zarray", "named pipe")),
     Kind("FIFO as a case file", multiclass_phase, _fifo_at("case_1.mha", multiclass_submission), ("case_1.mha", "named pipe")),
-    Kind("FIFO as predictions.json", multiclass_phase, _fifo_at("predictions.json", grand_challenge), ("predictions.json", "named pipe")),
+    Kind(
+        "FIFO as predictions.json",
+        multiclass_phase,
+        _fifo_at("predictions.json", grand_challenge),
+        ("predictions.json", "named pipe"),
+    ),
     Kind("socket in the submission", cellmap_phase, _socket_in, ("sock", "socket")),
     Kind("folders 1500 deep", cellmap_phase, _deep_folders, ("nested more than 64",)),
     Kind("non-UTF-8 folder name", multiclass_phase, _non_utf8_folder, ("not valid UTF-8", "\\udce9")),
@@ -913,30 +1136,78 @@ KINDS = [
     Kind("upload shaped like CodaBench's ref/ and res/", cellmap_phase, _own_ground_truth, ("2 zarr folders",)),
     Kind("upload holding a phase.yaml", multiclass_phase, _own_phase_file, outcome=SCORED, check=_scores_like_native),
     # --- zarr arrays (CellMap): a broken label fails that label, the others are scored
-    _cellmap_fails("wrong ndim", lambda c: replace_array(c / "mito", np.zeros((48, 48), np.uint32)), ("crop101/mito", "2 dimensions")),
-    _cellmap_fails("zero-sized axis", lambda c: replace_array(c / "mito", np.zeros((48, 0, 48), np.uint32)), ("crop101/mito", "empty axis")),
+    _cellmap_fails(
+        "wrong ndim", lambda c: replace_array(c / "mito", np.zeros((48, 48), np.uint32)), ("crop101/mito", "2 dimensions")
+    ),
+    _cellmap_fails(
+        "zero-sized axis", lambda c: replace_array(c / "mito", np.zeros((48, 0, 48), np.uint32)), ("crop101/mito", "empty axis")
+    ),
     _cellmap_fails("volume 10^4x the crop", lambda c: huge_declared(c / "mito"), ("crop101/mito", "times larger")),
     _cellmap_fails("corrupted zarr chunks", lambda c: corrupt_chunks(c / "mito"), ("crop101/mito", "cannot be read")),
-    _cellmap_fails("bad .zarray JSON", lambda c: (c / "mito" / ".zarray").write_text("{shape: [48"), ("crop101/mito", "not valid JSON")),
+    _cellmap_fails(
+        "bad .zarray JSON", lambda c: (c / "mito" / ".zarray").write_text("{shape: [48"), ("crop101/mito", "not valid JSON")
+    ),
     _cellmap_fails("bad .zarray fields", lambda c: edit_zarray(c / "mito", shape="big", chunks=[0]), ("crop101/mito", "shape")),
-    _cellmap_fails("object dtype", lambda c: edit_zarray(c / "mito", dtype="|O", filters=[{"id": "vlen-utf8"}]), ("crop101/mito",)),
-    _cellmap_fails("structured dtype", lambda c: edit_zarray(c / "mito", dtype=[["a", "<u4"], ["b", "<u4"]]), ("crop101/mito", "data type")),
+    _cellmap_fails(
+        "object dtype", lambda c: edit_zarray(c / "mito", dtype="|O", filters=[{"id": "vlen-utf8"}]), ("crop101/mito",)
+    ),
+    _cellmap_fails(
+        "structured dtype", lambda c: edit_zarray(c / "mito", dtype=[["a", "<u4"], ["b", "<u4"]]), ("crop101/mito", "data type")
+    ),
     _cellmap_fails("pickle codec", lambda c: edit_zarray(c / "mito", filters=[{"id": "pickle"}]), ("crop101/mito", "pickle")),
-    _cellmap_fails("string voxel size", lambda c: replace_array(c / "mito", np.zeros((48, 48, 48), np.uint32), {"voxel_size": "8nm"}), ("crop101/mito", "voxel_size")),
+    _cellmap_fails(
+        "string voxel size",
+        lambda c: replace_array(c / "mito", np.zeros((48, 48, 48), np.uint32), {"voxel_size": "8nm"}),
+        ("crop101/mito", "voxel_size"),
+    ),
     _cellmap_fails(".zarray nested 100 000 deep", deep_json(".zarray"), ("crop101/mito", "nested")),
     _cellmap_fails(".zattrs nested 100 000 deep", deep_json(".zattrs"), ("crop101/mito", "nested")),
-    _cellmap_fails("zarr.json nested 100 000 deep", lambda c: (shutil.rmtree(c / "mito"), (c / "mito").mkdir(), deep_json("zarr.json")(c)), ("crop101/mito", "nested")),
-    _cellmap_fails("zarr v3 unknown codec", lambda c: zarr_v3(c, {**V3_ARRAY, "codecs": [{"name": "bytes"}, {"name": "evil.codec"}]}), ("crop101/mito", "evil.codec")),
-    _cellmap_fails("zarr v3 storage transformer", lambda c: zarr_v3(c, {**V3_ARRAY, "storage_transformers": [{"name": "x"}]}), ("crop101/mito", "storage transformers")),
+    _cellmap_fails(
+        "zarr.json nested 100 000 deep",
+        lambda c: (shutil.rmtree(c / "mito"), (c / "mito").mkdir(), deep_json("zarr.json")(c)),
+        ("crop101/mito", "nested"),
+    ),
+    _cellmap_fails(
+        "zarr v3 unknown codec",
+        lambda c: zarr_v3(c, {**V3_ARRAY, "codecs": [{"name": "bytes"}, {"name": "evil.codec"}]}),
+        ("crop101/mito", "evil.codec"),
+    ),
+    _cellmap_fails(
+        "zarr v3 storage transformer",
+        lambda c: zarr_v3(c, {**V3_ARRAY, "storage_transformers": [{"name": "x"}]}),
+        ("crop101/mito", "storage transformers"),
+    ),
     _cellmap_fails("bz2 chunk decoding to 2 GiB", zarr_bomb("bz2"), ("crop101/mito",)),
     _cellmap_fails("gzip chunk decoding to 2 GiB", zarr_bomb("gzip"), ("crop101/mito",)),
     _cellmap_fails("zlib chunk decoding to 2 GiB", zarr_bomb("zlib"), ("crop101/mito",)),
     _cellmap_fails("lzma chunk decoding to 2 GiB", zarr_bomb("lzma"), ("crop101/mito",)),
-    _cellmap_fails("chunk grid far larger than the array", lambda c: edit_zarray(c / "mito", chunks=[1500, 1500, 1500]), ("crop101/mito", "chunk")),
-    _cellmap_fails("sharded zarr with a billion inner chunks", lambda c: zarr_v3(c, {**V3_ARRAY, "codecs": [{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [1, 1, 1], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "index_location": "end"}}],
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1024, 1024, 1024]}}}), ("crop101/mito",)),
+    _cellmap_fails(
+        "chunk grid far larger than the array",
+        lambda c: edit_zarray(c / "mito", chunks=[1500, 1500, 1500]),
+        ("crop101/mito", "chunk"),
+    ),
+    _cellmap_fails(
+        "sharded zarr with a billion inner chunks",
+        lambda c: zarr_v3(
+            c,
+            {
+                **V3_ARRAY,
+                "codecs": [
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": [1, 1, 1],
+                            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                            "index_location": "end",
+                        },
+                    }
+                ],
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1024, 1024, 1024]}},
+            },
+        ),
+        ("crop101/mito",),
+    ),
     _cellmap_fails("voxel size 20 times the crop's", with_attrs(voxel_size=[160.0, 160.0, 160.0]), ("crop101/mito", "resampled")),
     _cellmap_fails("voxel size 15 times the crop's", with_attrs(voxel_size=[120.0, 120.0, 120.0]), ("crop101/mito", "memory")),
     _cellmap_fails("voxel size 0", with_attrs(voxel_size=[8.0, 0.0, 8.0]), ("crop101/mito", "positive")),
@@ -945,26 +1216,61 @@ KINDS = [
     _cellmap_fails("voxel size 1e300", with_attrs(voxel_size=[8.0, 1e300, 8.0]), ("crop101/mito", "256 times")),
     _cellmap_fails("translation 1e300", with_attrs(translation=[800.0, 1e300, 2400.0]), ("crop101/mito", "translation")),
     Kind("no crop groups", cellmap_phase, cellmap_with(lambda c: c.rename(c.parent / "volume1")), ("no test crop",)),
-    Kind("several zarrs", cellmap_phase, cellmap_with(lambda c: shutil.copytree(c.parent, c.parent.parent / "second.zarr")), ("2 zarr folders",)),
-    Kind("192^3 array in 1-voxel chunks, none stored", cellmap_phase, cellmap_with(one_voxel_chunks), outcome=SCORED, check=_mito_scored),
+    Kind(
+        "several zarrs",
+        cellmap_phase,
+        cellmap_with(lambda c: shutil.copytree(c.parent, c.parent.parent / "second.zarr")),
+        ("2 zarr folders",),
+    ),
+    Kind(
+        "192^3 array in 1-voxel chunks, none stored",
+        cellmap_phase,
+        cellmap_with(one_voxel_chunks),
+        outcome=SCORED,
+        check=_mito_scored,
+    ),
     Kind("big-endian instance labels", cellmap_phase, cellmap_with(big_endian_mito), outcome=SCORED, check=_mito_scored),
     # --- label maps (multiclass): a broken file fails its case
     Kind("missing case", multiclass_phase, multiclass_with(lambda f: None, "case_2"), ("case_2", "no prediction")),
-    Kind("duplicate case", multiclass_phase, lambda r: (lambda f: (itk_image(truth_map(1), f / "case_1.mha"), f)[1])(multiclass_submission(r)), ("case_1", "twice")),
-    Kind("extra unknown case", multiclass_phase, lambda r: (lambda f: (itk_image(truth_map(1), f / "case_9.nii.gz"), f)[1])(multiclass_submission(r)), ("case_9",)),
+    Kind(
+        "duplicate case",
+        multiclass_phase,
+        lambda r: (lambda f: (itk_image(truth_map(1), f / "case_1.mha"), f)[1])(multiclass_submission(r)),
+        ("case_1", "twice"),
+    ),
+    Kind(
+        "extra unknown case",
+        multiclass_phase,
+        lambda r: (lambda f: (itk_image(truth_map(1), f / "case_9.nii.gz"), f)[1])(multiclass_submission(r)),
+        ("case_9",),
+    ),
     _multiclass_fails("shape mismatch", _itk(truth_map(1)[:, :, :5]), ("case_1.nii.gz", "shape")),
     _multiclass_fails("spacing mismatch", _itk(truth_map(1), spacing=(1.0, 1.0, 3.0)), ("case_1.nii.gz", "spacing")),
     _multiclass_fails("origin mismatch", _itk(truth_map(1), origin=(0.0, 0.0, 40.0)), ("case_1.nii.gz", "origin")),
-    _multiclass_fails("direction mismatch", _itk(truth_map(1), direction=(1, 0, 0, 0, -1, 0, 0, 0, -1)), ("case_1.nii.gz", "direction")),
+    _multiclass_fails(
+        "direction mismatch", _itk(truth_map(1), direction=(1, 0, 0, 0, -1, 0, 0, 0, -1)), ("case_1.nii.gz", "direction")
+    ),
     _multiclass_fails("float non-integer labels", _itk(truth_map(1) * 0.5), ("case_1.nii.gz", "non-integer")),
-    _multiclass_fails("NaN labels", _mask_of(np.where(truth_map(1) > 0, np.nan, 0).astype(np.float32)), ("case_1.npy", "non-integer")),
-    _multiclass_fails("Inf labels", _mask_of(np.where(truth_map(1) > 1, np.inf, 0).astype(np.float32)), ("case_1.npy", "non-integer")),
+    _multiclass_fails(
+        "NaN labels", _mask_of(np.where(truth_map(1) > 0, np.nan, 0).astype(np.float32)), ("case_1.npy", "non-integer")
+    ),
+    _multiclass_fails(
+        "Inf labels", _mask_of(np.where(truth_map(1) > 1, np.inf, 0).astype(np.float32)), ("case_1.npy", "non-integer")
+    ),
     _multiclass_fails("negative labels", _itk(truth_map(1).astype(np.int16) - 1), ("case_1.nii.gz", "-1")),
     _multiclass_fails("ids near 2^63", _mask_of(truth_map(1).astype(np.uint64) * np.uint64(2**62)), ("case_1.npy", str(2**62))),
     _multiclass_fails("complex data type", _mask_of(truth_map(1).astype(np.complex64)), ("case_1.npy", "complex")),
     _multiclass_fails("label map 10^4x the image", npy_huge_header, ("case_1.npy", "more voxels")),
-    _multiclass_fails("pickled .npy", lambda f: np.save(f / "case_1.npy", np.array([{"not": "an image"}], dtype=object), allow_pickle=True), ("case_1.npy", "pickled")),
-    _multiclass_fails("truncated TIFF", _truncated(".tif", lambda p: tifffile.imwrite(p, truth_map(1), photometric="minisblack")), ("case_1.tif",)),
+    _multiclass_fails(
+        "pickled .npy",
+        lambda f: np.save(f / "case_1.npy", np.array([{"not": "an image"}], dtype=object), allow_pickle=True),
+        ("case_1.npy", "pickled"),
+    ),
+    _multiclass_fails(
+        "truncated TIFF",
+        _truncated(".tif", lambda p: tifffile.imwrite(p, truth_map(1), photometric="minisblack")),
+        ("case_1.tif",),
+    ),
     _multiclass_fails("truncated HDF5", _truncated(".h5", _write_h5), ("case_1.h5",)),
     _multiclass_fails("truncated MHA", _truncated(".mha", lambda p: itk_image(truth_map(1), p)), ("case_1.mha",)),
     _multiclass_fails("MHA reading another file", mha_relative(), ("case_1.mha", "own pixel data")),
@@ -974,25 +1280,46 @@ KINDS = [
     _multiclass_fails("MHA data file LIST", mha_list, ("case_1.mha", "own pixel data")),
     _multiclass_fails("MHA data file pattern", mha_pattern, ("case_1.mha", "own pixel data")),
     _multiclass_fails("MHA with CR-only line endings", mha_relative(newline="\r"), ("case_1.mha",)),
-    _multiclass_fails("MHA data file after 70 KB of header", mha_relative(padding=("Comment = " + "x" * 60 + "\n") * 1200), ("case_1.mha", "own pixel data")),
+    _multiclass_fails(
+        "MHA data file after 70 KB of header",
+        mha_relative(padding=("Comment = " + "x" * 60 + "\n") * 1200),
+        ("case_1.mha", "own pixel data"),
+    ),
     _multiclass_fails("NRRD detached data file", nrrd_pointing("data file"), ("case_1.nrrd",)),
-    _multiclass_fails("NRRD 'datafile' after 70 KB of comments", nrrd_pointing("datafile", padding=("# " + "c" * 60 + "\n") * 1200), ("case_1.nrrd", "detached")),
+    _multiclass_fails(
+        "NRRD 'datafile' after 70 KB of comments",
+        nrrd_pointing("datafile", padding=("# " + "c" * 60 + "\n") * 1200),
+        ("case_1.nrrd", "detached"),
+    ),
     _multiclass_fails("NRRD with CR-only line endings", nrrd_pointing("data file", newline="\r"), ("case_1.nrrd",)),
-    _multiclass_fails("NRRD gzip with byte skip into a NIfTI", nrrd_pointing("data file", encoding="gzip", skip="byte skip: 352\n", truth_suffix=".nii.gz"),
-                      ("case_1.nrrd",), phase=lambda r: multiclass_phase(r, truth_suffix=".nii.gz")),
+    _multiclass_fails(
+        "NRRD gzip with byte skip into a NIfTI",
+        nrrd_pointing("data file", encoding="gzip", skip="byte skip: 352\n", truth_suffix=".nii.gz"),
+        ("case_1.nrrd",),
+        phase=lambda r: multiclass_phase(r, truth_suffix=".nii.gz"),
+    ),
     _multiclass_fails("NIfTI header/image pair", nifti_pair, ("case_1.nii",)),
     _multiclass_fails("NIfTI file holding a MetaImage header", nii_holding_metaimage, ("case_1.nii",)),
-    _multiclass_fails("MHA declaring 1600^3 voxels", mha_declaring((1600, 1600, 1600)), ("case_1.mha", "declares 4096000000 bytes")),
+    _multiclass_fails(
+        "MHA declaring 1600^3 voxels", mha_declaring((1600, 1600, 1600)), ("case_1.mha", "declares 4096000000 bytes")
+    ),
     _multiclass_fails("NRRD declaring 1600^3 voxels", nrrd_declaring, ("case_1.nrrd", "declares 4096000000 bytes")),
     _multiclass_fails("NIfTI declaring 1600^3 voxels", nifti_declaring, ("case_1.nii", "declares 4096000000 bytes")),
     _multiclass_fails("zarr label map declaring 1500^3 voxels", zarr_case_declaring(64), ("case_1.zarr", "more voxels")),
     _multiclass_fails("zarr label map in one 1500^3 chunk", zarr_case_declaring(1500), ("case_1.zarr", "3375000000 bytes")),
     _multiclass_fails("TIFF LZMA strip decoding to 2 GiB", tiff_bomb("lzma"), ("case_1.tif",)),
     _multiclass_fails("TIFF deflate strip decoding to 2 GiB", tiff_bomb("zlib"), ("case_1.tif",)),
-    Kind("big-endian .npy label map", multiclass_phase, multiclass_with(npy_big_endian), outcome=SCORED, check=_scores_like_native),
+    Kind(
+        "big-endian .npy label map", multiclass_phase, multiclass_with(npy_big_endian), outcome=SCORED, check=_scores_like_native
+    ),
     # --- tomography: any format is checked against the grid from its header first
-    Kind("tomo MetaImage declaring 4 GB", tomo_phase, lambda r: tomo_submission(r, lambda f: mha_declaring((1280, 1280, 1080))(f) or (f / "case_1.mha").rename(f / "A.mha")),
-         ("A.mha",), CASE_FAILURE),
+    Kind(
+        "tomo MetaImage declaring 4 GB",
+        tomo_phase,
+        lambda r: tomo_submission(r, lambda f: mha_declaring((1280, 1280, 1080))(f) or (f / "case_1.mha").rename(f / "A.mha")),
+        ("A.mha",),
+        CASE_FAILURE,
+    ),
     # --- FISBe predictions
     _fisbe_fails("HDF5 external link to another file", hdf5_external_link("last"), ("s0.hdf", "link")),
     _fisbe_fails("HDF5 external link on an intermediate group", hdf5_external_link("volumes"), ("s0.hdf", "link")),
@@ -1003,14 +1330,40 @@ KINDS = [
     _fisbe_fails("FISBe TIFF declaring 3.2 GB", fisbe_tiff_declaring, ("s0.tif",)),
     _fisbe_fails("10^6 empty channels", hdf5_million_channels, ("s0.hdf", "(1000000, 16, 32, 32), more voxels")),
     _fisbe_fails("TIFF of 10^5 pages", tiff_many_pages, ("s0.tif", "pages")),
-    Kind("big-endian FISBe prediction", fisbe_phase, lambda r: fisbe_submission(r, hdf5_big_endian), outcome=SCORED, check=_scores_like_native),
+    Kind(
+        "big-endian FISBe prediction",
+        fisbe_phase,
+        lambda r: fisbe_submission(r, hdf5_big_endian),
+        outcome=SCORED,
+        check=_scores_like_native,
+    ),
     # --- Grand-Challenge job lists
     Kind("predictions.json not JSON", multiclass_phase, _gc_text("[{"), ("predictions.json", "JSON")),
     Kind("predictions.json not a job list", multiclass_phase, _gc_text('{"jobs": 1}'), ("predictions.json", "list")),
-    Kind("predictions.json nested 100 000 deep", multiclass_phase, _gc_text("[" * 100_000 + "]" * 100_000), ("predictions.json", "nested")),
-    Kind("job names an unknown image", multiclass_phase, lambda r: grand_challenge(r, lambda jobs: jobs[1]["inputs"][0]["image"].update(name="case_7.mha")), ("case_7",)),
-    Kind("job pk outside /input", multiclass_phase, lambda r: grand_challenge(r, lambda jobs: jobs[0].update(pk="../../etc")), ("predictions.json", "pk")),
-    Kind("output path outside /input", multiclass_phase, _gc_relative_path(f"../../../{MARKER}-phase"), ("predictions.json", "relative_path")),
+    Kind(
+        "predictions.json nested 100 000 deep",
+        multiclass_phase,
+        _gc_text("[" * 100_000 + "]" * 100_000),
+        ("predictions.json", "nested"),
+    ),
+    Kind(
+        "job names an unknown image",
+        multiclass_phase,
+        lambda r: grand_challenge(r, lambda jobs: jobs[1]["inputs"][0]["image"].update(name="case_7.mha")),
+        ("case_7",),
+    ),
+    Kind(
+        "job pk outside /input",
+        multiclass_phase,
+        lambda r: grand_challenge(r, lambda jobs: jobs[0].update(pk="../../etc")),
+        ("predictions.json", "pk"),
+    ),
+    Kind(
+        "output path outside /input",
+        multiclass_phase,
+        _gc_relative_path(f"../../../{MARKER}-phase"),
+        ("predictions.json", "relative_path"),
+    ),
     Kind("NUL in an output path", multiclass_phase, _gc_relative_path("images/seg\x00x"), ("predictions.json", "relative_path")),
     Kind("job output missing", multiclass_phase, lambda r: grand_challenge(r, write=False), ("job-1", "expected one image")),
     # --- multi-annotator masks

@@ -21,7 +21,7 @@ import time
 
 def main() -> int:
     report, data_limit, time_limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    command = sys.argv[sys.argv.index("--") + 1:]
+    command = sys.argv[sys.argv.index("--") + 1 :]
 
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
@@ -46,8 +46,15 @@ def main() -> int:
         pass
     code = os.waitstatus_to_exitcode(status)
     with open(report, "w") as f:
-        json.dump({"exit": code, "seconds": round(time.monotonic() - started, 3), "peak_mb": usage.ru_maxrss // 1024,
-                   "timed_out": timed_out}, f)
+        json.dump(
+            {
+                "exit": code,
+                "seconds": round(time.monotonic() - started, 3),
+                "peak_mb": usage.ru_maxrss // 1024,
+                "timed_out": timed_out,
+            },
+            f,
+        )
     return code if code >= 0 else 128 - code
 
 

@@ -38,7 +38,7 @@ class Opens:
             offset = 0
             while offset < len(data):
                 wd, mask, _, length = struct.unpack_from("iIII", data, offset)
-                name = data[offset + 16: offset + 16 + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
+                name = data[offset + 16 : offset + 16 + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
                 if not mask & self.IN_ISDIR and name:
                     found.add((self.folders[wd], name))
                 offset += 16 + length

@@ -85,7 +85,7 @@ def foam_phase(folder: Path, labels_format: str | None = None, extra: str = "", 
             write_spheres(folder / f"{name}.h5", data["spheres"])
             truth = f"spheres: {name}.h5"
         grid = f"grid: {{nx: {g['nx']}, ny: {g['ny']}, nz: {g['nz']}, voxel_size: {g['voxel_size']!r}, cx: {g['cx']!r}, cy: {g['cy']!r}}}"
-        for case_name in ([name] if copies is None else [f"{name}-{k}" for k in range(copies)]):
+        for case_name in [name] if copies is None else [f"{name}-{k}" for k in range(copies)]:
             lines += [f"  {case_name}:", f"    {truth}", f"    {grid}"]
     (folder / "phase.yaml").write_text("\n".join(lines) + "\n" + extra)
     return folder

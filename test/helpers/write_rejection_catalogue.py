@@ -32,8 +32,11 @@ def table(entries: list[dict]) -> str:
 def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "corpus.jsonl"
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "test/test_hostile_corpus.py::test_hostile_submission"], cwd=ROOT,
-                              env={**os.environ, "CORPUS_REPORT": str(report)})
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "test/test_hostile_corpus.py::test_hostile_submission"],
+            cwd=ROOT,
+            env={**os.environ, "CORPUS_REPORT": str(report)},
+        )
         if done.returncode != 0:
             print("the corpus did not pass; the catalogue is left unchanged", file=sys.stderr)
             return 1

@@ -45,8 +45,13 @@ def column_stats(values: list) -> dict:
     filled = np.where(valid, v, 0.0)
     mean = float(filled.sum() / count)
     variance = float(np.where(valid, (v - mean) ** 2, 0.0).sum() / (count - 1)) if count > 1 else math.nan
-    return {"mean": mean, "std": math.sqrt(variance) if count > 1 else math.nan, "variance": variance,
-            "min": float(v[valid].min()), "max": float(v[valid].max())}
+    return {
+        "mean": mean,
+        "std": math.sqrt(variance) if count > 1 else math.nan,
+        "variance": variance,
+        "min": float(v[valid].min()),
+        "max": float(v[valid].max()),
+    }
 
 
 def model_summary(rows: dict[str, dict], columns: list[str]) -> dict[str, dict]:
@@ -105,9 +110,13 @@ def result(context: Context, scored: Scored, case: dict) -> Result:
     (its means) and the case scores (its ranking column per image)."""
     summaries, ranked = scored.summaries, scored.ranked
     aggregates = {
-        **summaries[ranked], "ranked_model": ranked, "ranking_column": scored.ranking_column,
-        "models": summaries, "scored_images": {m: len(r) for m, r in scored.rows.items()},
-        "skipped_images": context.skipped, "ignored_files": context.ignored,
+        **summaries[ranked],
+        "ranked_model": ranked,
+        "ranking_column": scored.ranking_column,
+        "models": summaries,
+        "scored_images": {m: len(r) for m, r in scored.rows.items()},
+        "skipped_images": context.skipped,
+        "ignored_files": context.ignored,
     }
     if len(summaries) > 1:
         aggregates["min_max"] = min_max_ids(summaries, summarized(context.annotators))

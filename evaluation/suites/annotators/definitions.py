@@ -35,7 +35,7 @@ def columns(names: list[str]) -> list[str]:
 def summarized(names: list[str]) -> list[str]:
     """The columns ``generate_statistical_summaries`` summarises: every one after 'Model'."""
     all_columns = columns(names)
-    return all_columns[all_columns.index("Model") + 1:]
+    return all_columns[all_columns.index("Model") + 1 :]
 
 
 def csv_values(row: dict) -> dict:

@@ -106,7 +106,9 @@ def truth_images(annotators: dict[str, Path]) -> dict[str, dict[str, str | None]
             if image in stems:
                 raise PhaseError(f"annotator {name!r} has two files for image {image!r}")
             if "." in image:
-                raise PhaseError(f"annotation file {path.name!r}: image names must not contain '.' (metrics.json keys are dotted paths)")
+                raise PhaseError(
+                    f"annotation file {path.name!r}: image names must not contain '.' (metrics.json keys are dotted paths)"
+                )
             stems[image] = str(path)
         per_annotator[name] = stems
     every = sorted(set().union(*per_annotator.values()))
@@ -141,14 +143,18 @@ def model_folders(root: Path) -> dict[str, Path]:
     subfolder holding images is a model (the tool's batch mode). Single wrapper folders, as
     zipping a folder produces, are looked through."""
     while not image_files(root):
-        subfolders = [p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS]
+        subfolders = [
+            p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".") and p.name not in _IGNORED_FOLDERS
+        ]
         with_images = [p for p in subfolders if image_files(p)]
         if with_images:
             models = {}
             for folder in with_images:
                 model = _model_id(folder.name)
                 if model in models:
-                    raise SubmissionError(f"model folders '{models[model].name}' and '{folder.name}' both give the model id '{model}'; rename one")
+                    raise SubmissionError(
+                        f"model folders '{models[model].name}' and '{folder.name}' both give the model id '{model}'; rename one"
+                    )
                 models[model] = folder
             return models
         if len(subfolders) != 1:
@@ -169,7 +175,9 @@ def predictions(files: list[Path], known: set[str], where: str) -> tuple[dict[st
             unmatched.append(path.name)
             continue
         if image in found:
-            raise SubmissionError(f"{where}: two files predict image '{image}' ({Path(found[image]).name} and {path.name}); keep one")
+            raise SubmissionError(
+                f"{where}: two files predict image '{image}' ({Path(found[image]).name} and {path.name}); keep one"
+            )
         found[image] = str(path)
     return found, unmatched
 
@@ -275,7 +283,9 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     truth = truth_images(annotators)
     models = submitted_models(submission, set(truth))
     if options.max_models is not None and len(models) > options.max_models:
-        raise SubmissionError(f"the submission holds {len(models)} models ({', '.join(sorted(models))}); this phase accepts at most {options.max_models}")
+        raise SubmissionError(
+            f"the submission holds {len(models)} models ({', '.join(sorted(models))}); this phase accepts at most {options.max_models}"
+        )
     voxels = {image: annotation_voxels(next(f for f in files.values() if f)) for image, files in truth.items()}
     tasks, skipped, ignored = [], {}, {}
     for model, (found, unmatched) in sorted(models.items()):
@@ -288,6 +298,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
             else:
                 tasks.append(_task(model, image, files, found.get(image), options, voxels[image]))
     _log.info("annotators_plan", images=len(truth), annotators=len(annotators), models=len(models), tasks=len(tasks))
-    context = Context(options=options, annotators=list(annotators), images=list(truth), models=sorted(models),
-                      skipped=skipped, ignored=ignored)
+    context = Context(
+        options=options, annotators=list(annotators), images=list(truth), models=sorted(models), skipped=skipped, ignored=ignored
+    )
     return Plan(tasks=tasks, context=context)

@@ -22,36 +22,91 @@ from evaluation.suites.annotators.definitions import (
 )
 
 DPI = 100
-AXIS = {"jaccard": "Jaccard index", "dice": "Dice index", "hausdorff": "Hausdorff distance (pixels)",
-        "msd": "Mean surface distance (pixels)"}
+AXIS = {
+    "jaccard": "Jaccard index",
+    "dice": "Dice index",
+    "hausdorff": "Hausdorff distance (pixels)",
+    "msd": "Mean surface distance (pixels)",
+}
 
 
 def families(names: list[str]) -> list[dict]:
     """What is plotted per model: a title, the y axis, and (label, column) series."""
     if len(names) < 2:
         compared = names
-        found = [{"key": "findings", "title": "Connected components", "axis": "Components", "xaxis": "Mask",
-                  "series": [(n, n) for n in names] + [("Model", "Model")]}]
+        found = [
+            {
+                "key": "findings",
+                "title": "Connected components",
+                "axis": "Components",
+                "xaxis": "Mask",
+                "series": [(n, n) for n in names] + [("Model", "Model")],
+            }
+        ]
     else:
         compared = names + list(GENERATED)
-        found = [{"key": "findings", "title": "Connected components of each mask", "axis": "Components", "xaxis": "Mask",
-                  "series": [(n, n) for n in compared] + [("Model", "Model")]}]
+        found = [
+            {
+                "key": "findings",
+                "title": "Connected components of each mask",
+                "axis": "Components",
+                "xaxis": "Mask",
+                "series": [(n, n) for n in compared] + [("Model", "Model")],
+            }
+        ]
     for metric in METRICS:
-        found.append({"key": metric, "title": f"{AXIS[metric].split(' (')[0]} of the model against each reference mask",
-                      "axis": AXIS[metric], "xaxis": "Reference mask", "series": [(x, f"{x}_{metric}") for x in compared]})
+        found.append(
+            {
+                "key": metric,
+                "title": f"{AXIS[metric].split(' (')[0]} of the model against each reference mask",
+                "axis": AXIS[metric],
+                "xaxis": "Reference mask",
+                "series": [(x, f"{x}_{metric}") for x in compared],
+            }
+        )
     if len(names) >= 2:
         labels = {"annotators_agree": "among annotators", "annotators_model_agree": "annotators + model"}
-        found.append({"key": "agreement_overlap", "title": "Generalized agreement (overlap)", "axis": "Jaccard / Dice", "xaxis": "",
-                      "series": [(f"{m.capitalize()} {labels[a]}", f"{a}_{m}") for m in ("jaccard", "dice") for a in AGREEMENTS]})
+        found.append(
+            {
+                "key": "agreement_overlap",
+                "title": "Generalized agreement (overlap)",
+                "axis": "Jaccard / Dice",
+                "xaxis": "",
+                "series": [(f"{m.capitalize()} {labels[a]}", f"{a}_{m}") for m in ("jaccard", "dice") for a in AGREEMENTS],
+            }
+        )
         for metric in ("hausdorff", "msd"):
-            series = [("mean over annotator pairs", f"annotators_agree_{metric}"),
-                      ("mean of model vs every reference mask", f"annotators_model_agree_{metric}")]
-            found.append({"key": f"agreement_{metric}", "title": f"Agreement: {AXIS[metric].split(' (')[0]}",
-                          "axis": AXIS[metric], "xaxis": "", "series": series})
-        found.append({"key": "staple_sensitivity", "title": "STAPLE sensitivity of each annotator", "axis": "Sensitivity", "xaxis": "Annotator",
-                      "series": [(n, f"{n}_sensivity") for n in names]})
-        found.append({"key": "staple_specificity", "title": "STAPLE specificity of each annotator", "axis": "Specificity", "xaxis": "Annotator",
-                      "series": [(n, f"{n}_specificity") for n in names]})
+            series = [
+                ("mean over annotator pairs", f"annotators_agree_{metric}"),
+                ("mean of model vs every reference mask", f"annotators_model_agree_{metric}"),
+            ]
+            found.append(
+                {
+                    "key": f"agreement_{metric}",
+                    "title": f"Agreement: {AXIS[metric].split(' (')[0]}",
+                    "axis": AXIS[metric],
+                    "xaxis": "",
+                    "series": series,
+                }
+            )
+        found.append(
+            {
+                "key": "staple_sensitivity",
+                "title": "STAPLE sensitivity of each annotator",
+                "axis": "Sensitivity",
+                "xaxis": "Annotator",
+                "series": [(n, f"{n}_sensivity") for n in names],
+            }
+        )
+        found.append(
+            {
+                "key": "staple_specificity",
+                "title": "STAPLE specificity of each annotator",
+                "axis": "Specificity",
+                "xaxis": "Annotator",
+                "series": [(n, f"{n}_specificity") for n in names],
+            }
+        )
     return found
 
 
@@ -70,9 +125,14 @@ def _style(label: str, index: int) -> dict:
     """Colour, marker and dash per series, so overlapping series stay distinguishable."""
     colors = figures.pyplot().get_cmap("tab10").colors
     dashed = label in GENERATED or label == "Model"
-    return {"color": colors[index % len(colors)], "linestyle": "--" if dashed else "-",
-            "marker": MARKERS[index % len(MARKERS)], "markersize": max(4.0, 8.0 - 0.5 * index),
-            "markerfacecolor": "none", "markeredgewidth": 1.4}  # hollow: a marker on top hides none below
+    return {
+        "color": colors[index % len(colors)],
+        "linestyle": "--" if dashed else "-",
+        "marker": MARKERS[index % len(MARKERS)],
+        "markersize": max(4.0, 8.0 - 0.5 * index),
+        "markerfacecolor": "none",
+        "markeredgewidth": 1.4,
+    }  # hollow: a marker on top hides none below
 
 
 def _finish(fig, ax, title: str, axis: str, sentinel: bool) -> bytes:
@@ -84,8 +144,15 @@ def _finish(fig, ax, title: str, axis: str, sentinel: bool) -> bytes:
     ax.set_ylabel(axis)
     ax.grid(axis="y", linestyle=":", alpha=0.6)
     if sentinel:
-        fig.text(0.01, -0.02, f"{EMPTY_SENTINEL:g} = the tool's value when exactly one of the two masks is empty",
-                 fontsize=8, style="italic", ha="left", va="top")
+        fig.text(
+            0.01,
+            -0.02,
+            f"{EMPTY_SENTINEL:g} = the tool's value when exactly one of the two masks is empty",
+            fontsize=8,
+            style="italic",
+            ha="left",
+            va="top",
+        )
     return figures.png(fig, DPI)
 
 
@@ -131,8 +198,14 @@ def box_plot(images: dict[str, dict], family: dict, model: str) -> bytes:
     fig, ax, data, labels = _distribution_axes(family, images)
     present = [i for i, d in enumerate(data) if d]
     if present:
-        ax.boxplot([data[i] for i in present], positions=[i + 1 for i in present], widths=0.5, patch_artist=True,
-                   boxprops={"facecolor": "#cfe2f3"}, medianprops={"color": "#b45309", "linewidth": 1.8})
+        ax.boxplot(
+            [data[i] for i in present],
+            positions=[i + 1 for i in present],
+            widths=0.5,
+            patch_artist=True,
+            boxprops={"facecolor": "#cfe2f3"},
+            medianprops={"color": "#b45309", "linewidth": 1.8},
+        )
     _label_series(ax, labels, family["xaxis"])
     sentinel = family["key"] in ("hausdorff", "msd") and any(EMPTY_SENTINEL in d for d in data)
     title = f"{family['title']}\nover {len(images)} image(s), model {model} (orange: median, circles: outliers)"
@@ -145,7 +218,9 @@ def violin_plot(images: dict[str, dict], family: dict, model: str) -> bytes:
     fig, ax, data, labels = _distribution_axes(family, images)
     spread = [i for i, d in enumerate(data) if len(set(d)) > 1]
     if spread:
-        parts = ax.violinplot([data[i] for i in spread], positions=[i + 1 for i in spread], widths=0.7, showmeans=True, showextrema=True)
+        parts = ax.violinplot(
+            [data[i] for i in spread], positions=[i + 1 for i in spread], widths=0.7, showmeans=True, showextrema=True
+        )
         for body in parts["bodies"]:
             body.set_facecolor("#9fc5e8")
             body.set_alpha(0.8)
@@ -176,8 +251,17 @@ def model_comparison(summaries: dict[str, dict], names: list[str], metric: str) 
         stds = [0.0 if math.isnan(s) else s for s in stds]
         below = [min(s, m) if not math.isnan(m) else 0.0 for s, m in zip(stds, means)]  # no bar below 0
         above = [min(s, 1 - m) if metric in ("jaccard", "dice") and not math.isnan(m) else s for s, m in zip(stds, means)]
-        ax.bar(x + (i - (len(models) - 1) / 2) * width, means, width, yerr=[below, above], capsize=3, label=model,
-               color=colors[i % len(colors)], edgecolor="black", linewidth=0.4)
+        ax.bar(
+            x + (i - (len(models) - 1) / 2) * width,
+            means,
+            width,
+            yerr=[below, above],
+            capsize=3,
+            label=model,
+            color=colors[i % len(colors)],
+            edgecolor="black",
+            linewidth=0.4,
+        )
     ax.set_xticks(x)
     ax.set_xticklabels(compared)
     ax.set_xlabel("Reference mask the model is compared with")

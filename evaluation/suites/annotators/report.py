@@ -24,7 +24,14 @@ from evaluation.suites.annotators.inputs import Context
 from evaluation.suites.annotators.plots import families, plots
 
 STATISTICS = ("mean", "std", "min", "max")
-HEADLINE = ("Staple_dice", "Staple_jaccard", "Staple_hausdorff", "Staple_msd", "annotators_agree_dice", "annotators_model_agree_dice")
+HEADLINE = (
+    "Staple_dice",
+    "Staple_jaccard",
+    "Staple_hausdorff",
+    "Staple_msd",
+    "annotators_agree_dice",
+    "annotators_model_agree_dice",
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -47,10 +54,12 @@ def tables(rows: dict[str, dict], summaries: dict[str, dict], names: list[str]) 
     else:
         for statistic in ("mean", "std", "variance"):
             files[f"{statistic}_summary.csv"] = figures.csv_text(
-                ["id", *summary_columns], [[m] + [s[statistic][c] for c in summary_columns] for m, s in summaries.items()])
+                ["id", *summary_columns], [[m] + [s[statistic][c] for c in summary_columns] for m, s in summaries.items()]
+            )
         table = min_max_ids(summaries, summary_columns)
         files["min_max_summary.csv"] = figures.csv_text(
-            ["Statistic", *summary_columns], [[k] + [v[c] for c in summary_columns] for k, v in table.items()])
+            ["Statistic", *summary_columns], [[k] + [v[c] for c in summary_columns] for k, v in table.items()]
+        )
     files["summary.csv"] = figures.csv_text(
         ["model", "statistic", *summary_columns],
         [[m, statistic] + [s[statistic][c] for c in summary_columns] for m, s in summaries.items() for statistic in STATISTICS],
@@ -73,14 +82,22 @@ def _number(value) -> str:
 def _settings_table(context: Context) -> str:
     o = context.options
     dilation = f"{o.dilation_footprint}, radius {o.dilation_radius}" if o.dilation_radius else "off"
-    surface = {"all_pixels": "all foreground pixels, MSD = mean of the two directed means (the tool's definition)",
-               "boundary": "boundary pixels, MSD = mean of the two directed means",
-               "boundary_pooled": "boundary pixels, MSD pooled over both boundaries"}[o.surface_distance]
-    rows = [("Annotators (column order)", ", ".join(context.annotators)), ("Images", str(len(context.images))),
-            ("Models", ", ".join(context.models)), ("Evaluated class of the prediction", str(o.eval_class)),
-            ("Dilation of masks", dilation), ("STAPLE mask", f"probability &gt; {o.staple_threshold}"),
-            ("Surface distances", surface), ("Missing predictions", o.missing_prediction),
-            ("Reference", f"{REFERENCE['repository']}@{REFERENCE['commit'][:7]}")]
+    surface = {
+        "all_pixels": "all foreground pixels, MSD = mean of the two directed means (the tool's definition)",
+        "boundary": "boundary pixels, MSD = mean of the two directed means",
+        "boundary_pooled": "boundary pixels, MSD pooled over both boundaries",
+    }[o.surface_distance]
+    rows = [
+        ("Annotators (column order)", ", ".join(context.annotators)),
+        ("Images", str(len(context.images))),
+        ("Models", ", ".join(context.models)),
+        ("Evaluated class of the prediction", str(o.eval_class)),
+        ("Dilation of masks", dilation),
+        ("STAPLE mask", f"probability &gt; {o.staple_threshold}"),
+        ("Surface distances", surface),
+        ("Missing predictions", o.missing_prediction),
+        ("Reference", f"{REFERENCE['repository']}@{REFERENCE['commit'][:7]}"),
+    ]
     return figures.table(["Setting", "Value"], [[html.escape(k), v if k == "STAPLE mask" else html.escape(v)] for k, v in rows])
 
 
@@ -116,8 +133,11 @@ def _summary_section(scored: Scored, summary_columns: list[str], pngs: dict[str,
         cells = [f"<strong>{html.escape(model)} (ranked)</strong>" if model == scored.ranked else html.escape(model)]
         cells += [f"{_number(summary['mean'][c])} &plusmn; {_number(summary['std'][c])}" for c in headline]
         body.append(cells)
-    parts = ["<h2>Summary by model</h2>", '<p class="note">Mean &plusmn; standard deviation over images.</p>',
-             figures.table(["Model", *map(html.escape, headline)], body)]
+    parts = [
+        "<h2>Summary by model</h2>",
+        '<p class="note">Mean &plusmn; standard deviation over images.</p>',
+        figures.table(["Model", *map(html.escape, headline)], body),
+    ]
     if len(scored.summaries) > 1:
         parts.append('<h2>Models compared</h2><div class="plots">')
         parts += [figures.img(pngs[f"plots/models_{m}.png"], f"models {m}") for m in METRICS if f"plots/models_{m}.png" in pngs]
@@ -132,13 +152,23 @@ def _model_section(model: str, images: dict[str, dict], summary: dict, names: li
         return parts + ['<p class="note">No image of this model could be scored.</p>']
     all_columns = columns(names)
     stat_rows = [[html.escape(c)] + [_number(summary[s][c]) for s in STATISTICS] for c in summarized(names)]
-    parts.append(f'<details><summary>Statistics over {len(images)} image(s)</summary>{figures.table(["Column", *STATISTICS], stat_rows)}</details>')
-    per_image = [[html.escape(image) + ("" if row.get("status") == "scored" else f" ({html.escape(str(row.get('status')))})")]
-                 + [_number(csv_values(row).get(c)) for c in all_columns[1:]] for image, row in images.items()]
-    parts.append(f'<details><summary>Per-image values</summary><div class="scroll">{figures.table(all_columns, per_image)}</div></details>')
+    parts.append(
+        f"<details><summary>Statistics over {len(images)} image(s)</summary>{figures.table(['Column', *STATISTICS], stat_rows)}</details>"
+    )
+    per_image = [
+        [html.escape(image) + ("" if row.get("status") == "scored" else f" ({html.escape(str(row.get('status')))})")]
+        + [_number(csv_values(row).get(c)) for c in all_columns[1:]]
+        for image, row in images.items()
+    ]
+    parts.append(
+        f'<details><summary>Per-image values</summary><div class="scroll">{figures.table(all_columns, per_image)}</div></details>'
+    )
     for family in families(names):
-        parts.append(f"<h3>{html.escape(family['title'])}</h3><div class=\"plots\">")
-        parts += [figures.img(pngs[f"plots/{model}/{family['key']}_{kind}.png"], f"{family['key']} {kind}") for kind in ("line", "box", "violin")]
+        parts.append(f'<h3>{html.escape(family["title"])}</h3><div class="plots">')
+        parts += [
+            figures.img(pngs[f"plots/{model}/{family['key']}_{kind}.png"], f"{family['key']} {kind}")
+            for kind in ("line", "box", "violin")
+        ]
         parts.append("</div>")
     return parts
 

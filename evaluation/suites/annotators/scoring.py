@@ -108,10 +108,12 @@ def agreement(union: np.ndarray, inter: np.ndarray, m: np.ndarray, sets: list[Po
     j_model = int(np.count_nonzero(inter & m)) / u_all if u_all else 1.0
     pairs = [_pair(sets[i], sets[k], 0.0, msd) for i in range(len(sets)) for k in range(i + 1, len(sets))]
     return {
-        "annotators_agree_jaccard": j_ann, "annotators_agree_dice": dice_from_jaccard(j_ann),
+        "annotators_agree_jaccard": j_ann,
+        "annotators_agree_dice": dice_from_jaccard(j_ann),
         "annotators_agree_hausdorff": float(np.mean([p[0] for p in pairs])) if pairs else 0.0,
         "annotators_agree_msd": float(np.mean([p[1] for p in pairs])) if pairs else 0.0,
-        "annotators_model_agree_jaccard": j_model, "annotators_model_agree_dice": dice_from_jaccard(j_model),
+        "annotators_model_agree_jaccard": j_model,
+        "annotators_model_agree_dice": dice_from_jaccard(j_model),
     }
 
 

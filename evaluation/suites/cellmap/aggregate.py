@@ -64,7 +64,9 @@ def summarize(plan: Plan, outcomes: dict[str, Outcome], version: Version) -> Res
     return Result(
         metrics=metrics,
         leaderboard=leaderboard(everything),
-        case_scores={crop: version.combine({crop: labels}, options.instance_classes, True)["overall_score"]
-                     for crop, labels in entries.items()},
+        case_scores={
+            crop: version.combine({crop: labels}, options.instance_classes, True)["overall_score"]
+            for crop, labels in entries.items()
+        },
         files=version.result_files(entries, everything, submitted, bookkeeping),
     )

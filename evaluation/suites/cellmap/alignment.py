@@ -63,7 +63,9 @@ def source_geometry(attrs: dict, ndim: int, display: str) -> tuple[np.ndarray | 
     if voxel_size is not None and not np.all(voxel_size > 0):
         raise SubmissionError(f"{display}: its voxel_size ({_numbers(voxel_size)}) must be positive in every axis (nm, z-y-x)")
     if translation is not None and np.abs(translation).max() > MAX_TRANSLATION_NM:
-        raise SubmissionError(f"{display}: its translation ({_numbers(translation)}) is beyond any crop's position; give it in nm (z-y-x)")
+        raise SubmissionError(
+            f"{display}: its translation ({_numbers(translation)}) is beyond any crop's position; give it in nm (z-y-x)"
+        )
     return voxel_size, translation
 
 
@@ -157,8 +159,9 @@ def check_size_ratio(shape, grid: Grid, max_size_ratio: float, display: str, wha
         )
 
 
-def resampling(source_shape, attrs: dict, grid: Grid, max_size_ratio: float, display: str,
-               infer_scale_from_shape: bool = False) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+def resampling(
+    source_shape, attrs: dict, grid: Grid, max_size_ratio: float, display: str, infer_scale_from_shape: bool = False
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(scale, voxel size, translation) of a submitted array, from its metadata alone: the
     factor by which it is resampled (None: not resampled), checked before any voxel is read.
 
@@ -178,8 +181,11 @@ def resampling(source_shape, attrs: dict, grid: Grid, max_size_ratio: float, dis
         if voxel_size is not None and not np.all((scale <= MAX_SCALE) & (scale >= 1 / MAX_SCALE)):
             raise SubmissionError(
                 f"{display}: its voxel_size ({_numbers(voxel_size)}) differs from the crop's ({_numbers(target_vs)}) by more than "
-                f"{MAX_SCALE:g} times in some axis; give it in nm (z-y-x) at a resolution close to the crop's")
-        check_size_ratio(resampled_shape(source_shape, scale), grid, max_size_ratio, display, "resampled to the crop's voxel size, it would be")
+                f"{MAX_SCALE:g} times in some axis; give it in nm (z-y-x) at a resolution close to the crop's"
+            )
+        check_size_ratio(
+            resampled_shape(source_shape, scale), grid, max_size_ratio, display, "resampled to the crop's voxel size, it would be"
+        )
     return scale, voxel_size, translation
 
 
@@ -188,8 +194,16 @@ def resampled_shape(shape, scale: np.ndarray) -> tuple[int, ...]:
     return tuple(int(n) for n in np.maximum(np.round(np.asarray(shape, dtype=np.float64) * scale), 1))
 
 
-def align(source, attrs: dict, grid: Grid, instance: bool, read, max_size_ratio: float, display: str,
-          infer_scale_from_shape: bool = False) -> np.ndarray:
+def align(
+    source,
+    attrs: dict,
+    grid: Grid,
+    instance: bool,
+    read,
+    max_size_ratio: float,
+    display: str,
+    infer_scale_from_shape: bool = False,
+) -> np.ndarray:
     """The submitted array ``source`` (anything with shape/dtype; ``read(region)`` loads a
     region of it) as an array of ``grid.shape`` on the target grid.
 

@@ -46,8 +46,14 @@ def instance_entry(tp: int, fp: int, fn: int, distances: np.ndarray, voxel_size,
     """The per-(crop, label) instance record: matching counts plus the sum and number of
     normalised per-instance distances (what ``score_instance`` returns)."""
     normalized = normalize_distances(distances, voxel_size)
-    return {"tp": int(tp), "fp": int(fp), "fn": int(fn), "hausdorff_norm_sum": float(np.sum(normalized)),
-            "n_hausdorff": int(normalized.size), "status": status}
+    return {
+        "tp": int(tp),
+        "fp": int(fp),
+        "fn": int(fn),
+        "hausdorff_norm_sum": float(np.sum(normalized)),
+        "n_hausdorff": int(normalized.size),
+        "status": status,
+    }
 
 
 def pathological_entry(status: str, n_truth: int, n_pred: int, cap: float, voxel_size, policy: str) -> dict:
@@ -65,8 +71,9 @@ def pathological_entry(status: str, n_truth: int, n_pred: int, cap: float, voxel
     return instance_entry(0, n_pred, n_truth, distances, voxel_size, status)
 
 
-def score_instance(pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits,
-                   pathological: str = PATHOLOGICAL_IGNORE) -> dict:
+def score_instance(
+    pred: np.ndarray, truth: np.ndarray, voxel_size, limits: Limits, pathological: str = PATHOLOGICAL_IGNORE
+) -> dict:
     """``score_instance``: one float32 distance per truth id (computed even without a match, so
     unmatched component ids colliding with truth ids also count then) plus the capped distance
     for every unmatched component; tp = matched truth ids, fp = unmatched components."""
@@ -162,5 +169,7 @@ def public_results(everything: dict, submitted: dict) -> dict:
 def result_files(entries: dict, everything: dict, submitted: dict, bookkeeping: dict) -> dict:
     """The files ``update_scores`` writes: ``results.json`` (the public view) and
     ``results_extended.json`` (everything)."""
-    return {"results.json": public_results({**everything, **bookkeeping}, submitted),
-            "results_extended.json": {**entries, **everything, **bookkeeping}}
+    return {
+        "results.json": public_results({**everything, **bookkeeping}, submitted),
+        "results_extended.json": {**entries, **everything, **bookkeeping},
+    }

@@ -184,15 +184,28 @@ def _task(crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, 
     display = f"{submitted.name}/{label}"
     mask = truth_crop / f"{label}_mask"
     pair = Pair(
-        crop=crop, label=label, display=display, truth=truth_crop / label, pred=submitted / label,
-        mask=mask if zarr_store.node_kind(mask) == zarr_store.ARRAY else None, grid=grid,
-        instance=label in options.instance_classes, version=options.version, limits=options.limits,
+        crop=crop,
+        label=label,
+        display=display,
+        truth=truth_crop / label,
+        pred=submitted / label,
+        mask=mask if zarr_store.node_kind(mask) == zarr_store.ARRAY else None,
+        grid=grid,
+        instance=label in options.instance_classes,
+        version=options.version,
+        limits=options.limits,
         pathological_crops=options.pathological_crops,
     )
     try:  # metadata only: a broken array fails its own pair, never the others
         source = zarr_store.open_array(pair.pred, display)
-        scale, _, _ = resampling(tuple(source.shape), zarr_store.attributes(source), grid,
-                                 options.limits.max_volume_size_ratio, display, version.INFER_SCALE_FROM_SHAPE)
+        scale, _, _ = resampling(
+            tuple(source.shape),
+            zarr_store.attributes(source),
+            grid,
+            options.limits.max_volume_size_ratio,
+            display,
+            version.INFER_SCALE_FROM_SHAPE,
+        )
         estimate, refusal = memory_estimate(grid, source, pair.instance, scale), None
     except SubmissionError as exc:
         estimate, refusal = 0, str(exc)
@@ -226,10 +239,13 @@ def read_pair(pair: Pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
     pred = align(
-        source, zarr_store.attributes(source), pair.grid,
+        source,
+        zarr_store.attributes(source),
+        pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
         read=lambda region: zarr_store.read_array(source, pair.display, region=region),
-        max_size_ratio=pair.limits.max_volume_size_ratio, display=pair.display,
+        max_size_ratio=pair.limits.max_volume_size_ratio,
+        display=pair.display,
         infer_scale_from_shape=infer_scale_from_shape,
     )
     if pair.mask:

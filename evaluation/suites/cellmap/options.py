@@ -52,7 +52,9 @@ class Limits:
     def ratio_cutoff(self, n_gt: int) -> float:
         """Largest accepted (max prediction id) / (max truth id) ratio (``config.py``
         ``ratio_cutoff``, applied by ``instance_matching.py`` ``_check_instance_ratio``)."""
-        return float(self.final_instance_ratio_cutoff + self.initial_instance_ratio_cutoff * np.exp(-n_gt / self.instance_ratio_factor))
+        return float(
+            self.final_instance_ratio_cutoff + self.initial_instance_ratio_cutoff * np.exp(-n_gt / self.instance_ratio_factor)
+        )
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,12 @@ def missing_entry(truth_path: Path | None, instance: bool, voxel_size, shape) ->
     distance for an instance label. v2 needs nothing of the truth array but its geometry, so
     ``truth_path`` is unused."""
     if instance:
-        scores = {"mean_accuracy": 0, "hausdorff_distance": max_distance(voxel_size, shape),
-                  "normalized_hausdorff_distance": 0, "combined_score": 0}
+        scores = {
+            "mean_accuracy": 0,
+            "hausdorff_distance": max_distance(voxel_size, shape),
+            "normalized_hausdorff_distance": 0,
+            "combined_score": 0,
+        }
     else:
         scores = {"iou": 0, "dice_score": 0, "binary_accuracy": 0}
     return {**scores, **entry_fields(shape, voxel_size, missing=True)}
@@ -141,8 +145,12 @@ def combine(entries: dict, instance_classes, include_missing: bool) -> dict:
     }
     instance = [label_scores[c]["combined_score"] * weights[c] for c in label_scores if c in instance_classes]
     semantic = [label_scores[c]["iou"] * weights[c] for c in label_scores if c not in instance_classes]
-    overall_instance = float(np.nansum(instance) / sum(weights[c] for c in label_scores if c in instance_classes)) if instance else 0
-    overall_semantic = float(np.nansum(semantic) / sum(weights[c] for c in label_scores if c not in instance_classes)) if semantic else 0
+    overall_instance = (
+        float(np.nansum(instance) / sum(weights[c] for c in label_scores if c in instance_classes)) if instance else 0
+    )
+    overall_semantic = (
+        float(np.nansum(semantic) / sum(weights[c] for c in label_scores if c not in instance_classes)) if semantic else 0
+    )
     return overall(label_scores, overall_instance, overall_semantic)
 
 

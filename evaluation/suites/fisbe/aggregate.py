@@ -17,8 +17,15 @@ from evaluation.suites.fisbe.report import summary_csv
 
 REFERENCE = {"repository": "Kainmueller-Lab/evaluate-instance-segmentation", "commit": "cc34f4d", "preset": "flylight"}
 # Leaderboard column -> the pooled ``general`` entry it shows.
-LEADERBOARD = {"S": "avg_f1_cov_score", "avF1": "avFscore", "C": "avg_gt_skel_coverage",
-               "clDiceTP": "avg_TP_05_cldice", "tp": "TP_05_rel", "FS": "FS", "FM": "FM"}
+LEADERBOARD = {
+    "S": "avg_f1_cov_score",
+    "avF1": "avFscore",
+    "C": "avg_gt_skel_coverage",
+    "clDiceTP": "avg_TP_05_cldice",
+    "tp": "TP_05_rel",
+    "FS": "FS",
+    "FM": "FM",
+}
 
 
 def pool(results: list[dict]) -> dict:
@@ -26,8 +33,10 @@ def pool(results: list[dict]) -> dict:
     TP/FP/FN, coverage averaged over all GT instances (float32)."""
     g = lambda key: [r["general"][key] for r in results]  # noqa: E731
     f32 = lambda key: [np.float32(v) for r in results for v in r["general"][key]]  # noqa: E731
-    counts = {kind: {t: [r["confusion_matrix"][table_name(t)][key] for r in results] for t in POOLED_THRESHOLDS}
-              for kind, key in (("tp", "AP_TP"), ("fp", "AP_FP"), ("fn", "AP_FN"))}
+    counts = {
+        kind: {t: [r["confusion_matrix"][table_name(t)][key] for r in results] for t in POOLED_THRESHOLDS}
+        for kind, key in (("tp", "AP_TP"), ("fp", "AP_FP"), ("fn", "AP_FN"))
+    }
     fscores = []
     for t in POOLED_THRESHOLDS:
         tp, fp, fn = (np.sum(counts[k][t]) for k in ("tp", "fp", "fn"))
@@ -40,16 +49,23 @@ def pool(results: list[dict]) -> dict:
     gt_dim, tp_dim = np.sum(g("GT_dim")), np.sum(g("TP_05_dim"))
     gt_overlap, tp_overlap = np.sum(g("GT_overlap")), np.sum(g("TP_05_overlap"))
     general = {
-        "Num GT": num_gt, "Num Pred": np.sum(g("Num Pred")),
+        "Num GT": num_gt,
+        "Num Pred": np.sum(g("Num Pred")),
         "avg_gt_skel_coverage": coverage,
         "avg_f1_cov_score": 0.5 * np.mean(fscores) + 0.5 * coverage,
         "avFscore": np.mean(fscores),
-        "FM": np.sum(g("FM")), "FS": np.sum(g("FS")),
-        "TP_05": tp_05, "TP_05_rel": tp_05 / float(num_gt) if num_gt > 0 else 0.0,
-        "TP_05_cldice": cldices, "avg_TP_05_cldice": np.mean(cldices) if tp_05 > 0 else 0.0,
-        "GT_dim": gt_dim, "TP_05_dim": tp_dim, "TP_05_rel_dim": tp_dim / float(gt_dim) if gt_dim > 0 else 0.0,
+        "FM": np.sum(g("FM")),
+        "FS": np.sum(g("FS")),
+        "TP_05": tp_05,
+        "TP_05_rel": tp_05 / float(num_gt) if num_gt > 0 else 0.0,
+        "TP_05_cldice": cldices,
+        "avg_TP_05_cldice": np.mean(cldices) if tp_05 > 0 else 0.0,
+        "GT_dim": gt_dim,
+        "TP_05_dim": tp_dim,
+        "TP_05_rel_dim": tp_dim / float(gt_dim) if gt_dim > 0 else 0.0,
         "avg_gt_cov_dim": np.mean(covs_dim) if covs_dim else 0.0,
-        "GT_overlap": gt_overlap, "TP_05_overlap": tp_overlap,
+        "GT_overlap": gt_overlap,
+        "TP_05_overlap": tp_overlap,
         "TP_05_rel_overlap": tp_overlap / float(gt_overlap) if gt_overlap > 0 else 0.0,
         "avg_gt_cov_overlap": np.mean(covs_overlap) if covs_overlap else 0.0,
     }
@@ -57,10 +73,15 @@ def pool(results: list[dict]) -> dict:
     for i, t in enumerate(POOLED_THRESHOLDS):
         confusion[table_name(t)] = {"fscore": fscores[i]}
     confusion["th_0_5"].update(AP_TP=np.sum(counts["tp"][0.5]), AP_FP=np.sum(counts["fp"][0.5]), AP_FN=np.sum(counts["fn"][0.5]))
-    return {"S": general["avg_f1_cov_score"], "general": general, "confusion_matrix": confusion, "gt_covs": gt_covs,
-            "tp": [np.sum(counts["tp"][t]) for t in POOLED_THRESHOLDS],
-            "fp": [np.sum(counts["fp"][t]) for t in POOLED_THRESHOLDS],
-            "fn": [np.sum(counts["fn"][t]) for t in POOLED_THRESHOLDS]}
+    return {
+        "S": general["avg_f1_cov_score"],
+        "general": general,
+        "confusion_matrix": confusion,
+        "gt_covs": gt_covs,
+        "tp": [np.sum(counts["tp"][t]) for t in POOLED_THRESHOLDS],
+        "fp": [np.sum(counts["fp"][t]) for t in POOLED_THRESHOLDS],
+        "fn": [np.sum(counts["fn"][t]) for t in POOLED_THRESHOLDS],
+    }
 
 
 def combine_sets(a: dict, b: dict) -> dict:
@@ -71,21 +92,30 @@ def combine_sets(a: dict, b: dict) -> dict:
     cldices = list(ga["TP_05_cldice"]) + list(gb["TP_05_cldice"])
     fscore = np.mean([ga["avFscore"], gb["avFscore"]])
     general = {
-        "Num GT": num_gt, "Num Pred": ga["Num Pred"] + gb["Num Pred"],
+        "Num GT": num_gt,
+        "Num Pred": ga["Num Pred"] + gb["Num Pred"],
         "avg_gt_skel_coverage": np.mean([ga["avg_gt_skel_coverage"], gb["avg_gt_skel_coverage"]]),
         "avg_f1_cov_score": np.mean([a["S"], b["S"]]),
         "avFscore": fscore,
-        "FM": ga["FM"] + gb["FM"], "FS": ga["FS"] + gb["FS"],
-        "TP_05": tp_05, "TP_05_rel": tp_05 / float(num_gt) if num_gt > 0 else 0.0,
+        "FM": ga["FM"] + gb["FM"],
+        "FS": ga["FS"] + gb["FS"],
+        "TP_05": tp_05,
+        "TP_05_rel": tp_05 / float(num_gt) if num_gt > 0 else 0.0,
         "avg_TP_05_cldice": np.mean(cldices) if cldices else 0.0,
     }
     confusion = {"avFscore": fscore}
     for t in POOLED_THRESHOLDS:
         name = table_name(t)
         confusion[name] = {"fscore": np.mean([a["confusion_matrix"][name]["fscore"], b["confusion_matrix"][name]["fscore"]])}
-    confusion["th_0_5"].update({k: a["confusion_matrix"]["th_0_5"][k] + b["confusion_matrix"]["th_0_5"][k] for k in ("AP_TP", "AP_FP", "AP_FN")})
-    return {"S": general["avg_f1_cov_score"], "general": general, "confusion_matrix": confusion,
-            "gt_covs": list(a["gt_covs"]) + list(b["gt_covs"])}
+    confusion["th_0_5"].update(
+        {k: a["confusion_matrix"]["th_0_5"][k] + b["confusion_matrix"]["th_0_5"][k] for k in ("AP_TP", "AP_FP", "AP_FN")}
+    )
+    return {
+        "S": general["avg_f1_cov_score"],
+        "general": general,
+        "confusion_matrix": confusion,
+        "gt_covs": list(a["gt_covs"]) + list(b["gt_covs"]),
+    }
 
 
 def aggregate(results: dict[str, dict], partly: dict[str, bool]) -> dict:
@@ -107,10 +137,19 @@ def headline(pooled: dict) -> dict:
 def aggregate_document(pooled: dict) -> dict:
     """One aggregate as written to metrics.json: the leaderboard columns, then the reference's
     aggregate dictionary (per-threshold count lists under ``per_threshold``)."""
-    document = {**headline(pooled), "general": dict(pooled["general"]), "confusion_matrix": pooled["confusion_matrix"],
-                "gt_covs": pooled["gt_covs"]}
+    document = {
+        **headline(pooled),
+        "general": dict(pooled["general"]),
+        "confusion_matrix": pooled["confusion_matrix"],
+        "gt_covs": pooled["gt_covs"],
+    }
     if "tp" in pooled:
-        document["per_threshold"] = {"threshold": list(POOLED_THRESHOLDS), "tp": pooled["tp"], "fp": pooled["fp"], "fn": pooled["fn"]}
+        document["per_threshold"] = {
+            "threshold": list(POOLED_THRESHOLDS),
+            "tp": pooled["tp"],
+            "fp": pooled["fp"],
+            "fn": pooled["fn"],
+        }
     return document
 
 

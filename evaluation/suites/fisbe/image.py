@@ -134,8 +134,9 @@ def recall_without_overlap(gt: SparseLabels, pred: SparseLabels, loc: Localisati
     return overlap_matrix(skeletons, pred_wo)
 
 
-def false_labels(tp_pred: np.ndarray, n_pred: int, precision: np.ndarray, recall: np.ndarray,
-                 recall_wo: np.ndarray | None, threshold: float) -> tuple[int, int]:
+def false_labels(
+    tp_pred: np.ndarray, n_pred: int, precision: np.ndarray, recall: np.ndarray, recall_wo: np.ndarray | None, threshold: float
+) -> tuple[int, int]:
     """(false splits, false merges) of one threshold (``get_false_labels``): unmatched
     predictions whose largest clPrecision is with a GT instance, and predictions covering more
     than one GT skeleton above the threshold (also without the GT overlap regions)."""
@@ -208,8 +209,15 @@ def evaluate(gt: SparseLabels, pred: SparseLabels, dims: list[int], partly: bool
     general = {"Num GT": n_gt, "Num Pred": n_pred}
     tables, aps, fscores, tp_05, tp_05_cldice = threshold_tables(loc, n_gt, n_pred, partly, recall_wo)
     av_f19 = np.mean(fscores[:-5])
-    confusion = {**tables, "avAP": np.mean(aps[4:]), "avAP59": np.mean(aps[4:]), "avAP19": np.mean(aps[:-5]),
-                 "avFscore": av_f19, "avFscore59": np.mean(fscores[4:]), "avFscore19": av_f19}
+    confusion = {
+        **tables,
+        "avAP": np.mean(aps[4:]),
+        "avAP59": np.mean(aps[4:]),
+        "avAP19": np.mean(aps[:-5]),
+        "avFscore": av_f19,
+        "avFscore59": np.mean(fscores[4:]),
+        "avFscore19": av_f19,
+    }
 
     general["TP_05"] = tp_05
     general["TP_05_rel"] = tp_05 / float(n_gt) if n_gt else 0.0
@@ -226,10 +234,7 @@ def evaluate(gt: SparseLabels, pred: SparseLabels, dims: list[int], partly: bool
     _, fs = split_merge_counts(many_to_many(loc.recall, settings.fs_threshold, overlaps, loc.hits), n_pred)
     general["FM"], general["FS"] = fm, fs
 
-    if dims and n_pred > 0:
-        dim = subset_scores(dims, gt, loc, pred_overlaps)
-    else:
-        dim = (len(dims), 0, 0.0, [], 0)
+    dim = subset_scores(dims, gt, loc, pred_overlaps) if dims and n_pred > 0 else (len(dims), 0, 0.0, [], 0)
     overlap_ids = np.unique(gt.ids[np.isin(gt.index, gt.shared_voxels())]).tolist() if gt_overlaps else []
     overlap = subset_scores(overlap_ids, gt, loc, pred_overlaps) if overlap_ids else (0, 0, 0.0, [], 0)
     for suffix, values in (("dim", dim), ("overlap", overlap)):

@@ -83,7 +83,9 @@ def truth_files(folder: Path) -> dict[str, Path]:
             continue
         name = path.name[: -len(images.suffix(path))]
         if "." in name:
-            raise PhaseError(f"ground-truth sample {name!r}: sample names must not contain '.' (a prediction's name ends at its first '.')")
+            raise PhaseError(
+                f"ground-truth sample {name!r}: sample names must not contain '.' (a prediction's name ends at its first '.')"
+            )
         if name in found:
             raise PhaseError(f"ground-truth sample {name!r} exists twice")
         found[name] = path
@@ -126,10 +128,12 @@ def tasks(submission: Submission, phase: Phase, options: Options) -> list[Task]:
     for sample in sorted(truths, key=natural_key):
         prediction = predictions.get(sample)
         payload = Sample(
-            sample=sample, truth=str(truths[sample]),
+            sample=sample,
+            truth=str(truths[sample]),
             prediction=str(prediction) if prediction else None,
             display=prediction.relative_to(submission.root).as_posix() if prediction else sample,
-            truth_key=options.truth_key, prediction_key=options.prediction_key,
+            truth_key=options.truth_key,
+            prediction_key=options.prediction_key,
             partly=options.all_partly or sample in options.partly,
             remove_small_components=options.remove_small_components,
         )
@@ -166,11 +170,15 @@ def prediction_voxel_limit(truth_spatial: tuple[int, ...]) -> int:
 
 def check_ndim(labels: LabelArray) -> None:
     if len(labels.shape) not in (3, 4):
-        raise SubmissionError(f"{labels.display}: has shape {labels.shape} after dropping size-1 axes; "
-                              "expected a (z, y, x) label image or a (channels, z, y, x) stack")
+        raise SubmissionError(
+            f"{labels.display}: has shape {labels.shape} after dropping size-1 axes; "
+            "expected a (z, y, x) label image or a (channels, z, y, x) stack"
+        )
     if len(labels.shape) == 4 and labels.shape[0] > MAX_PREDICTION_CHANNELS:
-        raise SubmissionError(f"{labels.display}: has {labels.shape[0]} channels; a channel stack may hold at most "
-                              f"{MAX_PREDICTION_CHANNELS} (one per predicted instance): submit a label image instead")
+        raise SubmissionError(
+            f"{labels.display}: has {labels.shape[0]} channels; a channel stack may hold at most "
+            f"{MAX_PREDICTION_CHANNELS} (one per predicted instance): submit a label image instead"
+        )
 
 
 def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tuple]:
@@ -185,8 +193,10 @@ def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tupl
         return full(gt_shape), centre(pred_shape, gt_shape)
     if all(p <= g for g, p in zip(gt_shape, pred_shape)):
         return centre(gt_shape, pred_shape), full(pred_shape)
-    raise SubmissionError(f"{display}: has spatial shape {pred_shape}, which is larger than the image in some axes and "
-                          "smaller in others; write the prediction on the image's grid")
+    raise SubmissionError(
+        f"{display}: has spatial shape {pred_shape}, which is larger than the image in some axes and "
+        "smaller in others; write the prediction on the image's grid"
+    )
 
 
 def read_sample(sample: Sample) -> SamplePair:
@@ -198,7 +208,10 @@ def read_sample(sample: Sample) -> SamplePair:
         dims = list(gt_array.attrs.get("dim_neurons", [])) if sample.truth.endswith(".zarr") else []
         gt_spatial = gt_array.shape[-3:]
         if sample.prediction is None:
-            gt_region, pred_channels = tuple(slice(0, n) for n in gt_spatial), [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))]
+            gt_region, pred_channels = (
+                tuple(slice(0, n) for n in gt_spatial),
+                [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))],
+            )
         else:
             limit = prediction_voxel_limit(gt_spatial)
             with open_labels(Path(sample.prediction), sample.prediction_key, sample.display, max_voxels=limit) as pred_array:

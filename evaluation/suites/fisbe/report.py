@@ -14,11 +14,26 @@ from evaluation.suites.fisbe.image import POOLED_THRESHOLDS, table_name
 
 # The reference's summary columns, in its order.
 SUMMARY_METRICS = (
-    "general.Num GT", "general.Num Pred", "general.avg_f1_cov_score", "confusion_matrix.avFscore",
-    "general.avg_gt_skel_coverage", "confusion_matrix.th_0_5.AP_TP", "confusion_matrix.th_0_5.AP_FP",
-    "confusion_matrix.th_0_5.AP_FN", "general.FM", "general.FS", "general.TP_05", "general.TP_05_rel",
-    "general.avg_TP_05_cldice", "general.GT_dim", "general.TP_05_dim", "general.TP_05_rel_dim",
-    "general.avg_gt_cov_dim", "general.GT_overlap", "general.TP_05_overlap", "general.TP_05_rel_overlap",
+    "general.Num GT",
+    "general.Num Pred",
+    "general.avg_f1_cov_score",
+    "confusion_matrix.avFscore",
+    "general.avg_gt_skel_coverage",
+    "confusion_matrix.th_0_5.AP_TP",
+    "confusion_matrix.th_0_5.AP_FP",
+    "confusion_matrix.th_0_5.AP_FN",
+    "general.FM",
+    "general.FS",
+    "general.TP_05",
+    "general.TP_05_rel",
+    "general.avg_TP_05_cldice",
+    "general.GT_dim",
+    "general.TP_05_dim",
+    "general.TP_05_rel_dim",
+    "general.avg_gt_cov_dim",
+    "general.GT_overlap",
+    "general.TP_05_overlap",
+    "general.TP_05_rel_overlap",
     "general.avg_gt_cov_overlap",
 ) + tuple(f"confusion_matrix.{table_name(t)}.fscore" for t in POOLED_THRESHOLDS)
 

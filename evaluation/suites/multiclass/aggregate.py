@@ -43,11 +43,21 @@ def per_class(options: Options, values) -> dict[str, object]:
 
 def nnunet_case_metrics(options: Options, summary: Summary) -> list[dict]:
     """nnU-Net's per-case ``metrics``: class -> Dice, IoU, FP, TP, FN, TN, n_pred, n_ref."""
-    columns = {"Dice": summary.dice, "IoU": summary.iou, "FP": summary.fp, "TP": summary.tp, "FN": summary.fn,
-               "TN": summary.tn, "n_pred": summary.tp + summary.fp, "n_ref": summary.tp + summary.fn}
+    columns = {
+        "Dice": summary.dice,
+        "IoU": summary.iou,
+        "FP": summary.fp,
+        "TP": summary.tp,
+        "FN": summary.fn,
+        "TN": summary.tn,
+        "n_pred": summary.tp + summary.fp,
+        "n_ref": summary.tp + summary.fn,
+    }
     rows = {key: values.tolist() for key, values in columns.items()}
-    return [{str(c): {key: rows[key][i][j] for key in columns} for j, c in enumerate(options.class_ids)}
-            for i in range(summary.n_images)]
+    return [
+        {str(c): {key: rows[key][i][j] for key in columns} for j, c in enumerate(options.class_ids)}
+        for i in range(summary.n_images)
+    ]
 
 
 def case_entries(options: Options, summary: Summary, cases: list[str], files: dict[str, str | None]) -> dict:
@@ -56,17 +66,30 @@ def case_entries(options: Options, summary: Summary, cases: list[str], files: di
     value by value, and 400 cases x 70 classes x 8 entries take the validator minutes."""
     dice, iou, mean = summary.dice.tolist(), summary.iou.tolist(), summary.image_fg_dice().tolist()
     ids = [str(c) for c in options.class_ids]
-    return {json_key(case): {"Dice": dict(zip(ids, dice[i])), "IoU": dict(zip(ids, iou[i])), HEADLINE: mean[i],
-                             "prediction_file": files.get(case), "status": "scored"} for i, case in enumerate(cases)}
+    return {
+        json_key(case): {
+            "Dice": dict(zip(ids, dice[i])),
+            "IoU": dict(zip(ids, iou[i])),
+            HEADLINE: mean[i],
+            "prediction_file": files.get(case),
+            "status": "scored",
+        }
+        for i, case in enumerate(cases)
+    }
 
 
 def aggregates(options: Options, summary: Summary, n_missing: int, n_failed: int) -> dict:
     means = summary.counts_mean()
-    mean = {str(c): {"Dice": d, "IoU": u, **{k: v[j] for k, v in means.items()}}
-            for j, (c, d, u) in enumerate(zip(options.class_ids, summary.class_dice, summary.class_iou))}
+    mean = {
+        str(c): {"Dice": d, "IoU": u, **{k: v[j] for k, v in means.items()}}
+        for j, (c, d, u) in enumerate(zip(options.class_ids, summary.class_dice, summary.class_iou))
+    }
     fg = summary.foreground
-    foreground_mean = {"Dice": summary.fg_dice_plain, "IoU": summary.fg_iou_plain,
-                       **{k: (float(np.mean(v[fg])) if fg.any() else np.nan) for k, v in means.items()}}
+    foreground_mean = {
+        "Dice": summary.fg_dice_plain,
+        "IoU": summary.fg_iou_plain,
+        **{k: (float(np.mean(v[fg])) if fg.any() else np.nan) for k, v in means.items()},
+    }
     return {
         HEADLINE: summary.fg_dice,
         "mean_iou_fg_nanmean": summary.fg_iou,
@@ -84,7 +107,9 @@ def aggregates(options: Options, summary: Summary, n_missing: int, n_failed: int
         "n_valid_images_per_class": per_class(options, summary.n_valid.tolist()),
         "n_truth_images_per_class": per_class(options, summary.n_in_truth.tolist()),
         "pooled": {
-            "per_class": {str(c): {"Dice": d, "IoU": u} for c, d, u in zip(options.class_ids, summary.pooled_dice, summary.pooled_iou)},
+            "per_class": {
+                str(c): {"Dice": d, "IoU": u} for c, d, u in zip(options.class_ids, summary.pooled_dice, summary.pooled_iou)
+            },
             HEADLINE: summary.pooled_fg_dice,
             "mean_iou_fg_nanmean": summary.pooled_fg_iou,
         },
@@ -104,8 +129,10 @@ def deltas(options: Options, candidate: Summary, baseline: Summary) -> dict:
         "delta_mean_dice_fg_nanmean": candidate.fg_dice - baseline.fg_dice,
         "delta_mean_iou_fg_nanmean": candidate.fg_iou - baseline.fg_iou,
         "delta_pooled_mean_dice_fg_nanmean": candidate.pooled_fg_dice - baseline.pooled_fg_dice,
-        "delta_groups": {name: {"Dice": groups_c[name]["Dice"] - groups_b[name]["Dice"],
-                                "IoU": groups_c[name]["IoU"] - groups_b[name]["IoU"]} for name in groups_c},
+        "delta_groups": {
+            name: {"Dice": groups_c[name]["Dice"] - groups_b[name]["Dice"], "IoU": groups_c[name]["IoU"] - groups_b[name]["IoU"]}
+            for name in groups_c
+        },
         "n_classes_better": int(np.count_nonzero(per_class_dice[candidate.foreground] > 0)),
         "n_classes_worse": int(np.count_nonzero(per_class_dice[candidate.foreground] < 0)),
     }
@@ -115,7 +142,9 @@ def nnunet_summary(per_case: list[dict], cases: list[str], files: dict, aggregat
     """nnU-Net's own ``summary.json`` layout (``save_summary_json``): ``metric_per_case`` as a
     list, ``mean`` and ``foreground_mean``. Truth paths are not written: the file is the
     participant's to see; ``reference_file`` holds the case's name instead."""
-    entries = [{"metrics": metrics, "prediction_file": files.get(case), "reference_file": case} for metrics, case in zip(per_case, cases)]
+    entries = [
+        {"metrics": metrics, "prediction_file": files.get(case), "reference_file": case} for metrics, case in zip(per_case, cases)
+    ]
     return {"foreground_mean": aggregate["foreground_mean"], "mean": aggregate["mean"], "metric_per_case": entries}
 
 
@@ -144,8 +173,12 @@ def model_result(options: Options, info: ModelLayout, outcomes: dict[str, Outcom
     summary = Summary(counts["TP"], counts["FP"], counts["FN"], counts["TN"], options.foreground, options.group_indices())
     names = [case for case, _ in scored]
     entries = case_entries(options, summary, names, info.files)
-    entries.update({json_key(c): {"status": "failed", "error": message, "prediction_file": info.files.get(c)}
-                    for c, message in failed.items()})
+    entries.update(
+        {
+            json_key(c): {"status": "failed", "error": message, "prediction_file": info.files.get(c)}
+            for c, message in failed.items()
+        }
+    )
     aggregate = aggregates(options, summary, info.missing, len(failed))
     nnunet = nnunet_summary(nnunet_case_metrics(options, summary), names, info.files, aggregate)
     return ModelResult(summary=summary, names=names, cases=dict(sorted(entries.items())), aggregates=aggregate, nnunet=nnunet)
@@ -160,8 +193,12 @@ def best_model(context: Context, models: dict[str, ModelResult]) -> str:
 def result(context: Context, models: dict[str, ModelResult]) -> Result:
     """metrics.json, the leaderboard columns, the case scores and the summary.json files."""
     options = context.options
-    shared = {"class_names": per_class(options, options.class_names), "background": options.background,
-              "ignore_index": options.ignore_index, "headline": HEADLINE}
+    shared = {
+        "class_names": per_class(options, options.class_names),
+        "background": options.background,
+        "ignore_index": options.ignore_index,
+        "headline": HEADLINE,
+    }
     reference = {**REFERENCE, "convention": "per image and class; class means over images (NaN-ignoring), then over classes"}
     if not context.multi:
         (ranked,) = models
@@ -170,13 +207,20 @@ def result(context: Context, models: dict[str, ModelResult]) -> Result:
         files = {"summary.json": models[ranked].nnunet}
     else:
         base = models[context.baseline].summary
-        comparison = {"baseline": context.baseline,
-                      "deltas": {m: deltas(options, r.summary, base) for m, r in models.items() if m != context.baseline}}
+        comparison = {
+            "baseline": context.baseline,
+            "deltas": {m: deltas(options, r.summary, base) for m, r in models.items() if m != context.baseline},
+        }
         ranked = best_model(context, models)
         metrics = {
             "case": {m: r.cases for m, r in models.items()},
-            "aggregates": {"models": {m: r.aggregates for m, r in models.items()}, "comparison": comparison, "best_model": ranked,
-                           HEADLINE: models[ranked].aggregates[HEADLINE], **shared},
+            "aggregates": {
+                "models": {m: r.aggregates for m, r in models.items()},
+                "comparison": comparison,
+                "best_model": ranked,
+                HEADLINE: models[ranked].aggregates[HEADLINE],
+                **shared,
+            },
             "reference": reference,
         }
         board = leaderboard_columns(models[ranked].aggregates)

@@ -105,8 +105,14 @@ class Summary:
 
     def counts_mean(self) -> dict[str, np.ndarray]:
         """nnU-Net's ``mean`` of its count entries per class (means over images)."""
-        counts = {"TP": self.tp, "FP": self.fp, "FN": self.fn, "TN": self.tn,
-                  "n_pred": self.tp + self.fp, "n_ref": self.tp + self.fn}
+        counts = {
+            "TP": self.tp,
+            "FP": self.fp,
+            "FN": self.fn,
+            "TN": self.tn,
+            "n_pred": self.tp + self.fp,
+            "n_ref": self.tp + self.fn,
+        }
         return {key: per_class_mean(value) for key, value in counts.items()}
 
     def group_table(self) -> dict[str, dict]:
@@ -114,8 +120,10 @@ class Summary:
         of members and of members whose values are defined (Dice, IoU, pooled values and the
         valid-image zero ratio share one NaN pattern: the class occurs somewhere)."""
         statistics = {
-            "Dice": self.class_dice, "IoU": self.class_iou,
-            "pooled_Dice": self.pooled_dice, "pooled_IoU": self.pooled_iou,
+            "Dice": self.class_dice,
+            "IoU": self.class_iou,
+            "pooled_Dice": self.pooled_dice,
+            "pooled_IoU": self.pooled_iou,
             "zero_dice_ratio_of_valid_images": self.zero_of_valid,
             "zero_dice_ratio_of_all_images": self.zero_of_all,
         }

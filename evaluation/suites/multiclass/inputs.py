@@ -135,7 +135,9 @@ def match_cases(model: str, submitted: dict[str, Path], truth: dict[str, Path], 
     where = f"model '{model}': " if multi else ""
     unknown = sorted(set(submitted) - set(truth))
     if unknown:
-        shown = ", ".join(submitted[c].name if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5])
+        shown = ", ".join(
+            submitted[c].name if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5]
+        )
         raise SubmissionError(
             f"{where}{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
             "name each file after its test case"
@@ -183,12 +185,19 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
         keys = {}
         for start in range(0, len(cases), size):
-            batch = cases[start:start + size]
+            batch = cases[start : start + size]
             key = (f"{model}/" if multi else "") + (batch[0] if len(batch) == 1 else f"{batch[0]} .. {batch[-1]}")
-            items = tuple(Case(case=c, truth=str(truth[c]), pred=str(submitted[c]) if c in submitted else None, display=files[c])
-                          for c in batch)
-            payload = Batch(cases=items, class_ids=options.class_ids, ignore_index=options.ignore_index,
-                            background=options.background, unknown_labels=options.unknown_labels)
+            items = tuple(
+                Case(case=c, truth=str(truth[c]), pred=str(submitted[c]) if c in submitted else None, display=files[c])
+                for c in batch
+            )
+            payload = Batch(
+                cases=items,
+                class_ids=options.class_ids,
+                ignore_index=options.ignore_index,
+                background=options.background,
+                unknown_labels=options.unknown_labels,
+            )
             tasks.append(Task(key=key, payload=payload, memory_bytes=max(sizes[c] for c in batch) * BYTES_PER_VOXEL + (64 << 20)))
             keys.update(dict.fromkeys(batch, key))
         missing = len(truth) - len(cases) + sum(f is None for f in files.values())

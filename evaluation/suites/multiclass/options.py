@@ -35,7 +35,8 @@ class Options:
         ids, names = parse_classes(phase.option("classes"))
         groups = phase.option("groups") or {}
         options = cls(
-            class_ids=ids, class_names=names,
+            class_ids=ids,
+            class_names=names,
             truth=phase.option("truth"),
             background=phase.option("background"),
             ignore_index=phase.option("ignore_index"),

@@ -41,12 +41,16 @@ def refuse_unknown_labels(pred: np.ndarray, index: ClassIndex, display: str) -> 
     nnU-Net counts such pixels as "no class" (``unknown_labels: ignore``); by default they are
     reported instead of silently lowering every score."""
     known = np.array(index.ids + ([index.ignore] if index.ignore is not None else []))
-    if pred.dtype.kind == "b" or (int(pred.min()) >= known.min() and int(pred.max()) <= known.max() and np.isin(pred, known).all()):
+    if pred.dtype.kind == "b" or (
+        int(pred.min()) >= known.min() and int(pred.max()) <= known.max() and np.isin(pred, known).all()
+    ):
         return
     unknown = np.setdiff1d(np.unique(pred), known)
     shown = ", ".join(str(v) for v in unknown[:5]) + (", ..." if unknown.size > 5 else "")
-    raise SubmissionError(f"{display}: holds label values that are not classes of this challenge ({shown}); "
-                          f"expected only {', '.join(map(str, index.ids))}")
+    raise SubmissionError(
+        f"{display}: holds label values that are not classes of this challenge ({shown}); "
+        f"expected only {', '.join(map(str, index.ids))}"
+    )
 
 
 def without_png_geometry(volume: images.Volume, path: str) -> images.Volume:
@@ -69,7 +73,9 @@ def score_case(batch: Batch, item: Case) -> dict:
         pred = np.full(truth.shape, fill, dtype=np.int64)
     else:
         volume = images.read(Path(item.pred), display=item.display, max_voxels=truth.size)
-        images.check_geometry(without_png_geometry(volume, item.pred), without_png_geometry(truth_volume, item.truth), item.display)
+        images.check_geometry(
+            without_png_geometry(volume, item.pred), without_png_geometry(truth_volume, item.truth), item.display
+        )
         pred = as_labels(volume, item.display)
         if batch.unknown_labels == "reject":
             refuse_unknown_labels(pred, index, item.display)
@@ -87,6 +93,10 @@ def score_batch(batch: Batch) -> dict:
         except SubmissionError as exc:
             problems.append(str(exc))
     if problems:
-        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])}{' ...' if len(problems) > 4 else ''})" if len(problems) > 1 else ""
+        more = (
+            f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])}{' ...' if len(problems) > 4 else ''})"
+            if len(problems) > 1
+            else ""
+        )
         raise SubmissionError(problems[0] + more)
     return results

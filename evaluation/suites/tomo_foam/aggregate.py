@@ -22,8 +22,7 @@ def summarize(names: list[str], outcomes: dict[str, Outcome]) -> Result:
     cases = {name: case_entry(outcomes[name]) for name in names}
     aggregates = mean_scores(list(cases.values()))
     metrics = {"case": cases, "aggregates": aggregates, "reference": REFERENCE}
-    return Result(metrics=metrics, leaderboard=dict(aggregates),
-                  case_scores={name: cases[name]["harm_mean"] for name in cases})
+    return Result(metrics=metrics, leaderboard=dict(aggregates), case_scores={name: cases[name]["harm_mean"] for name in cases})
 
 
 def case_entry(outcome: Outcome) -> dict:

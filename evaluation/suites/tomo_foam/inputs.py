@@ -41,9 +41,14 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     truths = phantom_truths(phase, options)
     files = match_files(submission.case_files(), [t.name for t in truths])
     threads = resources.threads_per_task(len(truths))
-    tasks = [Task(key=truth.name, memory_bytes=memory_bytes(truth.grid, threads),
-                  payload=PhantomTask(truth, files[truth.name], files[truth.name].name, threads, options.defined_only))
-             for truth in truths]
+    tasks = [
+        Task(
+            key=truth.name,
+            memory_bytes=memory_bytes(truth.grid, threads),
+            payload=PhantomTask(truth, files[truth.name], files[truth.name].name, threads, options.defined_only),
+        )
+        for truth in truths
+    ]
     _log.info("tomo_foam_plan", phantoms=len(truths), threads=threads)
     return Plan(tasks=tasks, context=[t.name for t in truths])
 

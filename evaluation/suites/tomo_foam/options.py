@@ -22,8 +22,9 @@ class Options:
 
     @classmethod
     def from_phase(cls, phase: Phase) -> "Options":
-        return cls(phase.option("phantoms"), phase.option("large_min_r"), phase.option("medium_min_r"),
-                   phase.option("harm_mean_of"))
+        return cls(
+            phase.option("phantoms"), phase.option("large_min_r"), phase.option("medium_min_r"), phase.option("harm_mean_of")
+        )
 
     @property
     def defined_only(self) -> bool:

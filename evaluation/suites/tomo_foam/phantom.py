@@ -90,8 +90,13 @@ class Spheres:
             raise ValueError(f"a void list holds 5 numbers per sphere; got {flat.size} numbers")
         columns = flat.reshape(-1, 5).T
         radii = columns[3].copy()
-        return cls(columns[0].copy(), columns[1].copy(), columns[2].copy(), radii,
-                   void_labels(radii) if labels is None else np.asarray(labels, np.uint8))
+        return cls(
+            columns[0].copy(),
+            columns[1].copy(),
+            columns[2].copy(),
+            radii,
+            void_labels(radii) if labels is None else np.asarray(labels, np.uint8),
+        )
 
     def __len__(self) -> int:
         return int(self.r.size)
@@ -144,7 +149,9 @@ class Rasterizer:
             return out[:, ::-1].copy()
         s = self.spheres
         zc = self.zc[z0:z1]
-        near = np.flatnonzero((s.z.astype(np.float64) + s.r > zc[0] - self.margin) & (s.z.astype(np.float64) - s.r < zc[-1] + self.margin))
+        near = np.flatnonzero(
+            (s.z.astype(np.float64) + s.r > zc[0] - self.margin) & (s.z.astype(np.float64) - s.r < zc[-1] + self.margin)
+        )
         for j in near:  # list order: a voxel keeps the first sphere that claims it
             self._paint(out, int(j), zc)
         return out[:, ::-1].copy()
@@ -152,7 +159,9 @@ class Rasterizer:
     def _paint(self, out: np.ndarray, j: int, zc: np.ndarray) -> None:
         s = self.spheres
         r = float(s.r[j])
-        boxes = [_span(axis, float(centre), r, self.margin) for axis, centre in ((zc, s.z[j]), (self.yc, s.y[j]), (self.xc, s.x[j]))]
+        boxes = [
+            _span(axis, float(centre), r, self.margin) for axis, centre in ((zc, s.z[j]), (self.yc, s.y[j]), (self.xc, s.x[j]))
+        ]
         if any(lo >= hi for lo, hi in boxes):
             return
         (z0, z1), (y0, y1), (x0, x1) = boxes

@@ -70,7 +70,7 @@ def _write_npy(partial: Path, source: Rasterizer, bounds: list[tuple[int, int]],
     with open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": source.grid.shape})
         for start in range(0, len(bounds), step):  # a batch of slabs in parallel, written in order
-            for slab in map_slabs(source.slab, bounds[start:start + step], threads):
+            for slab in map_slabs(source.slab, bounds[start : start + step], threads):
                 f.write(slab.tobytes())
 
 
@@ -79,7 +79,9 @@ def _write_hdf5(partial: Path, source: Rasterizer, bounds: list[tuple[int, int]]
 
     shape = source.grid.shape
     with h5py.File(partial, "w") as f:  # one slice per chunk: scoring reads slabs with halos
-        dataset = f.create_dataset("labels", shape=shape, dtype="u1", chunks=(1, *shape[1:]), compression="gzip", compression_opts=1)
+        dataset = f.create_dataset(
+            "labels", shape=shape, dtype="u1", chunks=(1, *shape[1:]), compression="gzip", compression_opts=1
+        )
         for z0, z1 in bounds:
             dataset[z0:z1] = source.slab(z0, z1)
 

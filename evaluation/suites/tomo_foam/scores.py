@@ -46,9 +46,9 @@ def foam_boundary(material: np.ndarray, halo: tuple[tuple[bool, bool], ...]) -> 
     around (the reference's shifted comparisons ``gt[:-1] != gt[1:]`` along each axis)."""
     core = tuple(slice(int(lo), n - int(hi)) for (lo, hi), n in zip(halo, material.shape))
     edge = np.zeros(material[core].shape, dtype=bool)
-    for axis, (lo, hi) in enumerate(halo):
+    for axis, (lo, _) in enumerate(halo):
         lo, n = int(lo), edge.shape[axis]
-        line = material[core[:axis] + (slice(None),) + core[axis + 1:]]  # with this axis's halo
+        line = material[core[:axis] + (slice(None),) + core[axis + 1 :]]  # with this axis's halo
         if line.shape[axis] < 2:
             continue
         step = np.not_equal(line[_along(axis, slice(1, None))], line[_along(axis, slice(None, -1))])
@@ -66,7 +66,7 @@ def slab_counts(labels: np.ndarray, predicted: np.ndarray, below: bool, above: b
     slice below (``below``) and above (``above``) when the volume has them; ``predicted``: the
     slab's 0/1 uint8 foam. Counted in blocks of rows that stay in cache."""
     lo = int(below)
-    core = labels[lo:labels.shape[0] - int(above)]
+    core = labels[lo : labels.shape[0] - int(above)]
     if core.shape != predicted.shape:
         raise ValueError(f"slab shapes differ: {core.shape} vs {predicted.shape}")
     if core.size and int(core.max()) >= N_LABELS:
@@ -76,7 +76,7 @@ def slab_counts(labels: np.ndarray, predicted: np.ndarray, below: bool, above: b
     for y0 in range(0, ny, _BLOCK_ROWS):
         y1 = min(y0 + _BLOCK_ROWS, ny)
         before, after = y0 > 0, y1 < ny
-        block = labels[:, y0 - before:y1 + after]
+        block = labels[:, y0 - before : y1 + after]
         edge = foam_boundary(block == FOAM, ((below, above), (before, after), (False, False))).view(np.uint8)
         key = np.left_shift(core[:, y0:y1], np.uint8(2))
         np.left_shift(edge, np.uint8(1), out=edge)

@@ -26,8 +26,11 @@ def score_phantom(task: PhantomTask) -> dict:
     finally:
         predicted.close()
         source.close()
-    result = {**foam_scores(counts, task.defined_only), "counts": counts.spec_counts(),
-              "format": "bit-packed" if predicted.packed else "plain"}
+    result = {
+        **foam_scores(counts, task.defined_only),
+        "counts": counts.spec_counts(),
+        "format": "bit-packed" if predicted.packed else "plain",
+    }
     if predicted.description is not None:
         result["description"] = predicted.description
     return result

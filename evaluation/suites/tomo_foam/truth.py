@@ -77,8 +77,9 @@ def phantom_truth(phase: Phase, name: str, config: dict, options: Options) -> Ph
     if "grid" not in config and labels is not None and spheres is None and labels.exists():
         grid.update(zip(("nz", "ny", "nx"), _label_volume_shape(name, labels)))
     grid["voxel_size"] = float(grid["voxel_size"])
-    return PhantomTruth(name, Grid(**grid), spheres, labels, _expansion(name, config.get("expanding")),
-                        options.large_min_r, options.medium_min_r)
+    return PhantomTruth(
+        name, Grid(**grid), spheres, labels, _expansion(name, config.get("expanding")), options.large_min_r, options.medium_min_r
+    )
 
 
 def _label_volume_shape(name: str, path: Path) -> tuple[int, ...]:
@@ -114,7 +115,9 @@ def read_void_list(path: Path, with_sizes: bool) -> tuple[np.ndarray, np.ndarray
         sizes = np.asarray(hdf5.read(path, "sizes", path.name, trusted=True)[0], dtype=np.float32) if with_sizes else None
     except PhaseError as exc:
         needed = "'spheres' and 'sizes'" if with_sizes else "'spheres'"
-        raise PhaseError(f"a phantom's void list cannot be read (an HDF5 file with dataset {needed} is expected): {exc}") from None
+        raise PhaseError(
+            f"a phantom's void list cannot be read (an HDF5 file with dataset {needed} is expected): {exc}"
+        ) from None
     return records, sizes
 
 

@@ -30,5 +30,6 @@ def summarize(context: Steps, outcomes: dict[str, Outcome]) -> Result:
     aggregates = {key: float(np.mean([cases[step][key] for step in cases])) for key in keys}
     per_step = {f"harm_mean_{step}": cases[step]["harm_mean"] for step in cases}
     metrics = {"case": cases, "aggregates": {**aggregates, **per_step}, "reference": REFERENCE}
-    return Result(metrics=metrics, leaderboard={**aggregates, **per_step},
-                  case_scores={step: cases[step]["harm_mean"] for step in cases})
+    return Result(
+        metrics=metrics, leaderboard={**aggregates, **per_step}, case_scores={step: cases[step]["harm_mean"] for step in cases}
+    )

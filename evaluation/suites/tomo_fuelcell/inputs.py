@@ -61,12 +61,19 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     tasks = []
     for step in options.time_steps:
         payload = StepTask(
-            step=step, file=files[step], display=files[step].name,
+            step=step,
+            file=files[step],
+            display=files[step].name,
             truth=_resolve(phase, options.truth, step),
             region_labels=_resolve(phase, options.region_labels, step) if any(label_sets) else None,
             masks=tuple((bit, _resolve(phase, template, step)) for bit, template in masks),
-            lut=tuple(lut.tolist()), patterns=present_patterns(lut, masks), region_names=names,
-            window=options.window, threads=threads, empty_region=options.empty_region)
+            lut=tuple(lut.tolist()),
+            patterns=present_patterns(lut, masks),
+            region_names=names,
+            window=options.window,
+            threads=threads,
+            empty_region=options.empty_region,
+        )
         tasks.append(Task(key=step, payload=payload, memory_bytes=threads * SLAB_VOXELS * 24 + (1 << 28)))
     _log.info("tomo_fuelcell_plan", time_steps=len(tasks), regions=len(names), threads=threads)
     return Plan(tasks=tasks, context=Steps(options.time_steps, names))

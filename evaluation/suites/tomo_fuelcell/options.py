@@ -31,5 +31,11 @@ class Options:
         window = Window(**slices)
         if not 0 <= window.start < window.stop <= window.total:
             raise PhaseError("slices: expected 0 <= start < stop <= total")
-        return cls(tuple(phase.option("time_steps")), phase.option("truth"), phase.option("region_labels"),
-                   phase.option("regions"), window, phase.option("empty_region"))
+        return cls(
+            tuple(phase.option("time_steps")),
+            phase.option("truth"),
+            phase.option("region_labels"),
+            phase.option("regions"),
+            window,
+            phase.option("empty_region"),
+        )

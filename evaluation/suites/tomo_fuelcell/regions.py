@@ -57,7 +57,7 @@ def slab_histogram(pattern: np.ndarray, submitted: np.ndarray, truth: np.ndarray
     wanted = np.zeros(bins, dtype=bool)
     for p in patterns_present:
         if p:
-            wanted[4 * int(p):4 * int(p) + 4] = True
+            wanted[4 * int(p) : 4 * int(p) + 4] = True
     return small_histogram(key, bins, wanted)
 
 
@@ -76,7 +76,9 @@ def region_counts(histogram: np.ndarray, n_regions: int) -> list[RegionCounts]:
     found = []
     for k in range(n_regions):
         inside = h[(patterns >> k) & 1 == 1]
-        found.append(RegionCounts(both=int(inside[:, 1, 1].sum()), submitted=int(inside[:, 1, :].sum()), truth=int(inside[:, :, 1].sum())))
+        found.append(
+            RegionCounts(both=int(inside[:, 1, 1].sum()), submitted=int(inside[:, 1, :].sum()), truth=int(inside[:, :, 1].sum()))
+        )
     return found
 
 
