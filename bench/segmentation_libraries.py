@@ -32,22 +32,38 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import in_fresh_process
 
 # The kit's README: wall seconds of two runs and peak RSS, on a shared 2-core machine (load ~2).
-REFERENCE = {"panoptica": ((5.11, 4.79), 718), "metricsreloaded": ((8.32, 9.15), 1237), "monai": ((6.73, 7.17), 841),
-             "deepmind": ((7.90, 8.87), 1184)}
+REFERENCE = {
+    "panoptica": ((5.11, 4.79), 718),
+    "metricsreloaded": ((8.32, 9.15), 1237),
+    "monai": ((6.73, 7.17), 841),
+    "deepmind": ((7.90, 8.87), 1184),
+}
 WORK = {
-    "panoptica": {"input": "instances", "definition": "panoptica", "metrics": ["dice"],
-                  "instance_metrics": ["detection", "dice", "hd_percentile", "assd"]},
+    "panoptica": {
+        "input": "instances",
+        "definition": "panoptica",
+        "metrics": ["dice"],
+        "instance_metrics": ["detection", "dice", "hd_percentile", "assd"],
+    },
     "metricsreloaded": {"input": "instances", "definition": "metricsreloaded", "metrics": ["hd_percentile", "assd", "nsd"]},
     "monai": {"input": "instances", "definition": "monai", "metrics": ["hd_percentile", "assd", "nsd"]},
     "deepmind": {"input": "instances", "definition": "deepmind", "metrics": ["hd_percentile", "asd", "nsd"]},
 }
-LARGE = {"classes": list(range(1, 11)), "definition": "metricsreloaded",
-         "metrics": ["dice", "hd", "hd_percentile", "assd", "masd", "asd", "nsd", "surface_overlap"], "nsd_tolerances": [1.0, 2.0]}
-LIBRARY_MODULES = {"panoptica": "panoptica", "metricsreloaded": "MetricsReloaded", "monai": "monai", "deepmind": "surface_distance"}
+LARGE = {
+    "classes": list(range(1, 11)),
+    "definition": "metricsreloaded",
+    "metrics": ["dice", "hd", "hd_percentile", "assd", "masd", "asd", "nsd", "surface_overlap"],
+    "nsd_tolerances": [1.0, 2.0],
+}
+LIBRARY_MODULES = {
+    "panoptica": "panoptica",
+    "metricsreloaded": "MetricsReloaded",
+    "monai": "monai",
+    "deepmind": "surface_distance",
+}
 
 
 def _ellipsoid(rng, shape, low: float, spread: float):
@@ -157,14 +173,22 @@ def _library(name: str, truth: str, prediction: str, queue) -> None:
         from panoptica import InputType, NaiveThresholdMatching, Panoptica_Evaluator
         from panoptica.metrics import Metric
 
-        evaluator = Panoptica_Evaluator(expected_input=InputType.UNMATCHED_INSTANCE, instance_matcher=NaiveThresholdMatching(),
-                                        instance_metrics=[Metric.DSC, Metric.HD95, Metric.ASSD], global_metrics=[Metric.DSC])
+        evaluator = Panoptica_Evaluator(
+            expected_input=InputType.UNMATCHED_INSTANCE,
+            instance_matcher=NaiveThresholdMatching(),
+            instance_metrics=[Metric.DSC, Metric.HD95, Metric.ASSD],
+            global_metrics=[Metric.DSC],
+        )
         evaluator.evaluate(pred, gt)
     elif name == "metricsreloaded":
         from MetricsReloaded.metrics.pairwise_measures import BinaryPairwiseMeasures
 
-        measures = BinaryPairwiseMeasures((pred != 0).astype(np.uint8), (gt != 0).astype(np.uint8), measures=["hd_perc", "assd", "nsd"],
-                                          dict_args={"hd_perc": 95, "nsd": 1})
+        measures = BinaryPairwiseMeasures(
+            (pred != 0).astype(np.uint8),
+            (gt != 0).astype(np.uint8),
+            measures=["hd_perc", "assd", "nsd"],
+            dict_args={"hd_perc": 95, "nsd": 1},
+        )
         measures.to_dict_meas()
     elif name == "monai":
         import torch
@@ -204,16 +228,26 @@ def main() -> int:
             else:
                 runs, memory = REFERENCE[name]
                 library, source = min(runs), "kit README"
-            print(f"{name:<16} {ours['seconds']:7.3f} {ours['process_seconds']:11.2f} {ours['peak_mb']:8.0f} | "
-                  f"{library:16.2f} {memory:7.0f} {source:<14} {library / ours['seconds']:8.1f}x")
+            print(
+                f"{name:<16} {ours['seconds']:7.3f} {ours['process_seconds']:11.2f} {ours['peak_mb']:8.0f} | "
+                f"{library:16.2f} {memory:7.0f} {source:<14} {library / ours['seconds']:8.1f}x"
+            )
         if not arguments.skip_large:
             large = large_volume(Path(scratch))
             ours = in_fresh_process(_ours, LARGE, str(large[0]), str(large[1]), 1)
-            print(f"{'512^3, 10 cls':<16} {ours['seconds']:7.3f} {ours['process_seconds']:11.2f} {ours['peak_mb']:8.0f} | "
-                  f"every distance metric (hd, hd95, assd, masd, asd, nsd at 1 and 2, surface overlap) + dice, target <= 5 s")
+            print(
+                f"{'512^3, 10 cls':<16} {ours['seconds']:7.3f} {ours['process_seconds']:11.2f} {ours['peak_mb']:8.0f} | "
+                f"every distance metric (hd, hd95, assd, masd, asd, nsd at 1 and 2, surface overlap) + dice, target <= 5 s"
+            )
     print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(json.dumps({"note": "ours s: scoring from arrays in memory, best of the repeats; proc s: fresh process incl. "
-                      "interpreter, imports, loading the .npy files and one run (the kit's measure)"}))
+    print(
+        json.dumps(
+            {
+                "note": "ours s: scoring from arrays in memory, best of the repeats; proc s: fresh process incl. "
+                "interpreter, imports, loading the .npy files and one run (the kit's measure)"
+            }
+        )
+    )
     return 0
 
 

@@ -9,7 +9,8 @@ import pytest
 from scipy import ndimage
 
 from evaluation.metrics import grouped, surfels
-from evaluation.metrics.nearest import PointSet, boundary, distances as nearest_distances, edge_points, offset_length, offsets
+from evaluation.metrics.nearest import PointSet, boundary, edge_points, offset_length, offsets
+from evaluation.metrics.nearest import distances as nearest_distances
 from evaluation.suites.segmentation import distances, instances, overlap, shape
 from evaluation.suites.segmentation.surfaces import Box, surfel_surfaces, voxel_surfaces
 
@@ -40,7 +41,7 @@ def nearest(source_mask, target, spacing, source_labels=None):
 def test_nearest_equals_the_exact_distance_transform(spacing):
     """Within the search radius and beyond it (the KD-tree path)."""
     rng = np.random.default_rng(len(spacing) * 10 + int(spacing[0] * 10))
-    shape = (18, 40, 33)[-len(spacing):] if len(spacing) == 3 else (70, 64)
+    shape = (18, 40, 33)[-len(spacing) :] if len(spacing) == 3 else (70, 64)
     for _ in range(4):
         source, target = blobs(rng, shape, 0.002, 3), blobs(rng, shape, 0.001, 2)
         expected = ndimage.distance_transform_edt(~target, sampling=spacing)[source]
@@ -165,8 +166,12 @@ def test_empty_conventions_per_library():
 # Properties
 
 
-SYMMETRIC = {"panoptica": ["hd", "hd95", "assd", "nsd_1"], "metricsreloaded": ["hd", "hd95", "assd", "masd", "nsd_1"],
-             "monai": ["hd", "hd95", "assd", "nsd_1"], "deepmind": ["hd", "hd95", "assd", "masd", "nsd_1"]}
+SYMMETRIC = {
+    "panoptica": ["hd", "hd95", "assd", "nsd_1"],
+    "metricsreloaded": ["hd", "hd95", "assd", "masd", "nsd_1"],
+    "monai": ["hd", "hd95", "assd", "nsd_1"],
+    "deepmind": ["hd", "hd95", "assd", "masd", "nsd_1"],
+}
 
 
 @pytest.mark.parametrize("spacing", SPACINGS)
@@ -220,9 +225,9 @@ def test_greedy_and_optimal_differ_on_an_ambiguous_pair():
 def test_label_permutation_does_not_change_class_results(tmp_path):
     """Renumbering the classes (and the phase's class list with them) changes nothing."""
     from evaluation import phase as phases
+    from evaluation.suites.segmentation.inputs import CaseTask
     from evaluation.suites.segmentation.options import Options
     from evaluation.suites.segmentation.scoring import score_case
-    from evaluation.suites.segmentation.inputs import CaseTask
 
     rng = np.random.default_rng(4)
     truth = rng.integers(0, 4, (12, 20, 20)).astype(np.uint8)
@@ -230,13 +235,28 @@ def test_label_permutation_does_not_change_class_results(tmp_path):
     pred = np.roll(truth, 1, axis=2)
     mapping = np.array([0, 3, 1, 2], np.uint8)
     found = []
-    for name, classes, t, p in (("a", {"x": 1, "y": 2, "z": 3}, truth, pred),
-                                ("b", {"x": 3, "y": 1, "z": 2}, mapping[truth], mapping[pred])):
+    for name, classes, t, p in (
+        ("a", {"x": 1, "y": 2, "z": 3}, truth, pred),
+        ("b", {"x": 3, "y": 1, "z": 2}, mapping[truth], mapping[pred]),
+    ):
         np.save(tmp_path / f"{name}_t.npy", t)
         np.save(tmp_path / f"{name}_p.npy", p)
-        options = Options.from_phase(phases.Phase(tmp_path, "segmentation", {
-            "classes": classes, "metrics": ["dice", "hd", "hd_percentile", "nsd", "cldice"], "instance_metrics": ["detection", "dice"]}))
-        found.append(score_case(CaseTask("c", str(tmp_path / f"{name}_t.npy"), str(tmp_path / f"{name}_p.npy"), "c.npy", options))["classes"])
+        options = Options.from_phase(
+            phases.Phase(
+                tmp_path,
+                "segmentation",
+                {
+                    "classes": classes,
+                    "metrics": ["dice", "hd", "hd_percentile", "nsd", "cldice"],
+                    "instance_metrics": ["detection", "dice"],
+                },
+            )
+        )
+        found.append(
+            score_case(CaseTask("c", str(tmp_path / f"{name}_t.npy"), str(tmp_path / f"{name}_p.npy"), "c.npy", options))[
+                "classes"
+            ]
+        )
     assert found[0] == found[1]
 
 

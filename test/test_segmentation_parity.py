@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-
-from conftest import FIXTURES, run_cli
+from helpers.grading import FIXTURES, run_cli
 
 KIT = FIXTURES / "segmentation"
 EXPECTED = json.loads((KIT / "expected.json").read_text())["cases"]
@@ -43,25 +42,34 @@ def tau_keys(case: str) -> tuple[str, str]:
 # Running the command line once per configuration
 
 
-METRICS = ("[counts, dice, iou, precision, recall, fbeta, specificity, npv, accuracy, balanced_accuracy, mcc, cohens_kappa, "
-           "youden, lr_plus, volume_difference, abs_volume_difference, hd, hd_percentile, assd, masd, asd, nsd, surface_overlap, "
-           "surface_size, boundary_iou, cldice, topology, centre_distance]")
+METRICS = (
+    "[counts, dice, iou, precision, recall, fbeta, specificity, npv, accuracy, balanced_accuracy, mcc, cohens_kappa, "
+    "youden, lr_plus, volume_difference, abs_volume_difference, hd, hd_percentile, assd, masd, asd, nsd, surface_overlap, "
+    "surface_size, boundary_iou, cldice, topology, centre_distance]"
+)
 TOLERANCES = sorted(set(TOLERANCES) | {0.5})  # 0.5: panoptica's global_bin_nsd
-COMMON = (f"metrics: {METRICS}\nnsd_tolerances: [{', '.join(map(str, TOLERANCES))}, min_spacing]\nfbeta: [1, 2]\n"
-          "boundary_iou_distances: [1, 2]\nstatistics: [mean]\n")
+COMMON = (
+    f"metrics: {METRICS}\nnsd_tolerances: [{', '.join(map(str, TOLERANCES))}, min_spacing]\nfbeta: [1, 2]\n"
+    "boundary_iou_distances: [1, 2]\nstatistics: [mean]\n"
+)
 PANOPTICA_INSTANCES = "instance_metrics: [detection, panoptic, dice, iou, hd, hd_percentile, assd, nsd, cldice, volume_difference, abs_volume_difference, ref_size]\n"
 MR_INSTANCES = "instance_metrics: [detection, panoptic, dice, iou, hd, hd_percentile, assd, masd, nsd, boundary_iou, cldice]\n"
 MONAI_INSTANCES = "instance_metrics: [detection, panoptic]\n"
 # (definition, matching option or None, threshold) of every instance configuration the kit recorded
 MATCHERS = {
-    "panoptica/naive_iou0.5": ("panoptica", None, 0.5), "panoptica/naive_many_to_one_iou0.5": ("panoptica", "many_to_one", 0.5),
-    "panoptica/maxbipartite_iou0.5": ("panoptica", "optimal", 0.5), "panoptica/maximize_merge_iou0.5": ("panoptica", "maximize_merge", 0.5),
-    "panoptica/naive_iou0.25": ("panoptica", None, 0.25), "panoptica/maxbipartite_iou0.25": ("panoptica", "optimal", 0.25),
+    "panoptica/naive_iou0.5": ("panoptica", None, 0.5),
+    "panoptica/naive_many_to_one_iou0.5": ("panoptica", "many_to_one", 0.5),
+    "panoptica/maxbipartite_iou0.5": ("panoptica", "optimal", 0.5),
+    "panoptica/maximize_merge_iou0.5": ("panoptica", "maximize_merge", 0.5),
+    "panoptica/naive_iou0.25": ("panoptica", None, 0.25),
+    "panoptica/maxbipartite_iou0.25": ("panoptica", "optimal", 0.25),
     "metricsreloaded/greedy_matching_iou0.5": ("metricsreloaded", None, 0.5),
     "metricsreloaded/greedy_matching_iou0.25": ("metricsreloaded", None, 0.25),
     "metricsreloaded/hungarian_iou0.5": ("metricsreloaded", "optimal_all_pairs", 0.5),
     "metricsreloaded/hungarian_iou0.25": ("metricsreloaded", "optimal_all_pairs", 0.25),
-    "monai/iou0.5": ("monai", None, 0.5), "monai/iou0.25": ("monai", None, 0.25), "deepmind/fg": ("deepmind", None, 0.5),
+    "monai/iou0.5": ("monai", None, 0.5),
+    "monai/iou0.25": ("monai", None, 0.25),
+    "deepmind/fg": ("deepmind", None, 0.5),
 }
 INSTANCE_METRICS = {"panoptica": PANOPTICA_INSTANCES, "metricsreloaded": MR_INSTANCES, "monai": MONAI_INSTANCES, "deepmind": ""}
 KEEP_EMPTY = "empty_values: {dice: {both_empty: 1, ref_empty: 0}, iou: {both_empty: 1, ref_empty: 0}}\n"
@@ -74,9 +82,15 @@ RUNS = {
     "deepmind": ("semantic", "definition: deepmind\n"),
     "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\n"),
     "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\n"),
-    **{name: ("instances", f"definition: {definition}\nmatch_threshold: {threshold}\n" + (f"matching: {matching}\n" if matching else "")
-              + INSTANCE_METRICS[definition])
-       for name, (definition, matching, threshold) in MATCHERS.items()},
+    **{
+        name: (
+            "instances",
+            f"definition: {definition}\nmatch_threshold: {threshold}\n"
+            + (f"matching: {matching}\n" if matching else "")
+            + INSTANCE_METRICS[definition],
+        )
+        for name, (definition, matching, threshold) in MATCHERS.items()
+    },
 }
 
 
@@ -103,7 +117,11 @@ def run(tmp_path_factory):
         phase = root / group / f"phase_{name.replace('/', '_')}"
         phase.mkdir()
         shutil.copytree(root / group / "phase" / "labels", phase / "labels")
-        head = "suite: segmentation\nclasses: [1, 2, 3, 4, 5]\n" if group == "semantic" else "suite: segmentation\ninput: instances\n"
+        head = (
+            "suite: segmentation\nclasses: [1, 2, 3, 4, 5]\n"
+            if group == "semantic"
+            else "suite: segmentation\ninput: instances\n"
+        )
         (phase / "phase.yaml").write_text(head + COMMON + extra)
         done = run_cli(root / group / "input", phase, root / group / f"out_{name.replace('/', '_')}")
         assert done.code == 0, done.stderr[-3000:]
@@ -154,39 +172,110 @@ def class_entry(metrics: dict, case: str, channel: str) -> dict:
 def pairwise_maps(case: str) -> dict:
     t1, t2 = tau_keys(case)
     return {
-        "panoptica": {"DSC": "dice", "IOU": "iou", "HD": "hd", "HD95": "hd95", "ASSD": "assd", "clDSC": "cldice",
-                      "RVD": "volume_difference", "RVAE": "abs_volume_difference", "CEDI": "centre_distance",
-                      "NSD_default_tau": "nsd_min_spacing", "NSD_tau1": f"nsd_{t1}", "NSD_tau2": f"nsd_{t2}"},
-        "metricsreloaded": {"numb_ref": "n_ref", "numb_pred": "n_pred", "numb_tp": "tp", "numb_fp": "fp", "numb_fn": "fn",
-                            "dsc": "dice", "iou": "iou", "fbeta": "f1", "fbeta_beta2": "f2", "mcc": "mcc", "sensitivity": "recall",
-                            "specificity": "specificity", "ppv": "precision", "npv": "npv", "accuracy": "accuracy",
-                            "ba": "balanced_accuracy", "cohens_kappa": "cohens_kappa", "youden_ind": "youden", "lr+": "lr_plus",
-                            "avdr_float64_input": "abs_volume_difference", "hd": "hd", "hd95": "hd95", "assd": "assd",
-                            "masd": "masd", "nsd_tau1": f"nsd_{t1}", "nsd_tau2": f"nsd_{t2}", "boundary_iou": "boundary_iou_1",
-                            "boundary_iou_dist2": "boundary_iou_2", "cldice": "cldice", "topology_precision": "topology_precision",
-                            "topology_sensitivity": "topology_sensitivity", "com_dist": "centre_distance"},
-        "monai": {"dice": "dice", "iou": "iou", "hd": "hd", "hd95": "hd95", "assd": "assd", "asd_pred_to_gt": "asd_pred_to_ref",
-                  "nsd_tau1": f"nsd_{t1}", "nsd_tau2": f"nsd_{t2}"},
+        "panoptica": {
+            "DSC": "dice",
+            "IOU": "iou",
+            "HD": "hd",
+            "HD95": "hd95",
+            "ASSD": "assd",
+            "clDSC": "cldice",
+            "RVD": "volume_difference",
+            "RVAE": "abs_volume_difference",
+            "CEDI": "centre_distance",
+            "NSD_default_tau": "nsd_min_spacing",
+            "NSD_tau1": f"nsd_{t1}",
+            "NSD_tau2": f"nsd_{t2}",
+        },
+        "metricsreloaded": {
+            "numb_ref": "n_ref",
+            "numb_pred": "n_pred",
+            "numb_tp": "tp",
+            "numb_fp": "fp",
+            "numb_fn": "fn",
+            "dsc": "dice",
+            "iou": "iou",
+            "fbeta": "f1",
+            "fbeta_beta2": "f2",
+            "mcc": "mcc",
+            "sensitivity": "recall",
+            "specificity": "specificity",
+            "ppv": "precision",
+            "npv": "npv",
+            "accuracy": "accuracy",
+            "ba": "balanced_accuracy",
+            "cohens_kappa": "cohens_kappa",
+            "youden_ind": "youden",
+            "lr+": "lr_plus",
+            "avdr_float64_input": "abs_volume_difference",
+            "hd": "hd",
+            "hd95": "hd95",
+            "assd": "assd",
+            "masd": "masd",
+            "nsd_tau1": f"nsd_{t1}",
+            "nsd_tau2": f"nsd_{t2}",
+            "boundary_iou": "boundary_iou_1",
+            "boundary_iou_dist2": "boundary_iou_2",
+            "cldice": "cldice",
+            "topology_precision": "topology_precision",
+            "topology_sensitivity": "topology_sensitivity",
+            "com_dist": "centre_distance",
+        },
+        "monai": {
+            "dice": "dice",
+            "iou": "iou",
+            "hd": "hd",
+            "hd95": "hd95",
+            "assd": "assd",
+            "asd_pred_to_gt": "asd_pred_to_ref",
+            "nsd_tau1": f"nsd_{t1}",
+            "nsd_tau2": f"nsd_{t2}",
+        },
         "monai_keep_empty": {"dice_ignore_empty_false": "dice", "iou_ignore_empty_false": "iou"},
         "monai_subvoxels": {"nsd_subvoxel_tau1": f"nsd_{t1}", "nsd_subvoxel_tau2": f"nsd_{t2}"},
-        "deepmind": {"hd": "hd", "hd95": "hd95", "surface_dice_tau1": f"nsd_{t1}", "surface_dice_tau2": f"nsd_{t2}",
-                     "dice": "dice", "diag_n_surfels_gt": "surface_ref", "diag_n_surfels_pred": "surface_pred",
-                     "diag_area_gt": "surface_area_ref", "diag_area_pred": "surface_area_pred"},
+        "deepmind": {
+            "hd": "hd",
+            "hd95": "hd95",
+            "surface_dice_tau1": f"nsd_{t1}",
+            "surface_dice_tau2": f"nsd_{t2}",
+            "dice": "dice",
+            "diag_n_surfels_gt": "surface_ref",
+            "diag_n_surfels_pred": "surface_pred",
+            "diag_area_gt": "surface_area_ref",
+            "diag_area_pred": "surface_area_pred",
+        },
     }
 
 
-LIBRARY = {"panoptica": "panoptica", "metricsreloaded": "metricsreloaded", "monai": "monai", "monai_keep_empty": "monai",
-           "monai_subvoxels": "monai", "deepmind": "surface_distance"}
+LIBRARY = {
+    "panoptica": "panoptica",
+    "metricsreloaded": "metricsreloaded",
+    "monai": "monai",
+    "monai_keep_empty": "monai",
+    "monai_subvoxels": "monai",
+    "deepmind": "surface_distance",
+}
 MR_FLOAT32 = ("fbeta", "fbeta_beta2", "mcc", "ppv", "npv", "accuracy", "cohens_kappa")
-PAIRS = {"deepmind": {"avg_surface_distance_gt_to_pred_and_pred_to_gt": ("asd_ref_to_pred", "asd_pred_to_ref"),
-                      "surface_overlap_tau1_gt_and_pred": ("nsd_ref_{t1}", "nsd_pred_{t1}"),
-                      "surface_overlap_tau2_gt_and_pred": ("nsd_ref_{t2}", "nsd_pred_{t2}")}}
+PAIRS = {
+    "deepmind": {
+        "avg_surface_distance_gt_to_pred_and_pred_to_gt": ("asd_ref_to_pred", "asd_pred_to_ref"),
+        "surface_overlap_tau1_gt_and_pred": ("nsd_ref_{t1}", "nsd_pred_{t1}"),
+        "surface_overlap_tau2_gt_and_pred": ("nsd_ref_{t2}", "nsd_pred_{t2}"),
+    }
+}
 
 
 def pairwise_problems(run, configuration: str, case: str) -> list[str]:
     semantic = MANIFEST[case]["kind"] != "instance"
-    name = configuration if semantic else {"panoptica": "panoptica/naive_iou0.5", "metricsreloaded": "metricsreloaded/greedy_matching_iou0.5",
-                                            "monai": "monai/iou0.5", "deepmind": "deepmind/fg"}.get(configuration)
+    name = (
+        configuration
+        if semantic
+        else {
+            "panoptica": "panoptica/naive_iou0.5",
+            "metricsreloaded": "metricsreloaded/greedy_matching_iou0.5",
+            "monai": "monai/iou0.5",
+            "deepmind": "deepmind/fg",
+        }.get(configuration)
+    )
     if name is None:
         pytest.skip("MONAI variants are checked on the semantic runs")
     metrics, _ = run(name)
@@ -200,12 +289,16 @@ def pairwise_problems(run, configuration: str, case: str) -> list[str]:
         problems += compare(found, expected, pairwise_maps(case)[configuration], f"{case}[{channel}]", float32)
         for theirs, ours in PAIRS.get(configuration, {}).items():
             pair = {f"{theirs}[{i}]": v for i, v in enumerate(expected[theirs])}
-            problems += compare(found, pair, {f"{theirs}[{i}]": o.format(t1=t1, t2=t2) for i, o in enumerate(ours)}, f"{case}[{channel}]")
+            problems += compare(
+                found, pair, {f"{theirs}[{i}]": o.format(t1=t1, t2=t2) for i, o in enumerate(ours)}, f"{case}[{channel}]"
+            )
     return problems
 
 
 @pytest.mark.parametrize("case", sorted(MANIFEST))
-@pytest.mark.parametrize("configuration", ["panoptica", "metricsreloaded", "monai", "monai_keep_empty", "monai_subvoxels", "deepmind"])
+@pytest.mark.parametrize(
+    "configuration", ["panoptica", "metricsreloaded", "monai", "monai_keep_empty", "monai_subvoxels", "deepmind"]
+)
 def test_pairwise_metrics(run, configuration, case):
     assert not pairwise_problems(run, configuration, case)
 
@@ -230,16 +323,26 @@ def test_monai_aggregate_of_one_case(case, tmp_path):
     write_image(data["gt"], data["spacing"], tmp_path / "truth.mha")
     write_image(data["pred"], data["spacing"], tmp_path / "pred.mha")
     keys = ["dice", "iou", "hd", "hd95", "assd"]
-    options = Options.from_phase(phases.Phase(tmp_path, "segmentation", {
-        "classes": [1, 2, 3, 4, 5], "definition": "monai", "metrics": ["dice", "iou", "hd", "hd_percentile", "assd"],
-        "nan_policy": "monai"}))
+    options = Options.from_phase(
+        phases.Phase(
+            tmp_path,
+            "segmentation",
+            {
+                "classes": [1, 2, 3, 4, 5],
+                "definition": "monai",
+                "metrics": ["dice", "iou", "hd", "hd_percentile", "assd"],
+                "nan_policy": "monai",
+            },
+        )
+    )
     value = score_case(CaseTask(case, str(tmp_path / "truth.mha"), str(tmp_path / "pred.mha"), "pred.mha", options))
     summary = sanitize(aggregate.summarize(options, {case: value}, keys))
     problems = []
     for channel in channels(case):
         found = {k: summary["classes"][channel][k]["mean"] for k in keys}
-        problems += compare(found, EXPECTED[case]["monai"]["pairwise"][channel], {f"{k}_aggregate": k for k in keys},
-                            f"{case}[{channel}]", ("*",))
+        problems += compare(
+            found, EXPECTED[case]["monai"]["pairwise"][channel], {f"{k}_aggregate": k for k in keys}, f"{case}[{channel}]", ("*",)
+        )
     assert not problems
 
 
@@ -247,14 +350,50 @@ def test_monai_aggregate_of_one_case(case, tmp_path):
 # Instances: panoptica's pipeline, MetricsReloaded's detection and per-pair metrics, MONAI's PQ
 
 
-PANOPTICA = {"n_ref_instances": "n_ref", "n_pred_instances": "n_pred", "tp": "tp", "fp": "fp", "fn": "fn", "prec": "precision",
-             "rec": "recall", "rq": "rq", "sq": "sq", "sq_std": "std_iou", "pq": "pq", "pq_dsc": "pq_dice", "pq_cldsc": "pq_cldice",
-             "instance_voxel_count_ref": "mean_ref_voxels", "instance_volume_ref": "mean_ref_volume"}
-PANOPTICA.update({f"sq_{theirs}{suffix}": f"{'mean' if not suffix else 'std'}_{ours}" for theirs, ours in
-                  (("dsc", "dice"), ("cldsc", "cldice"), ("assd", "assd"), ("rvd", "volume_difference"), ("rvae", "abs_volume_difference"),
-                   ("hd", "hd"), ("hd95", "hd95"), ("nsd", "nsd_min_spacing")) for suffix in ("", "_std")})
-PANOPTICA_PER_INSTANCE = {"DSC": "dice", "IOU": "iou", "HD": "hd", "HD95": "hd95", "ASSD": "assd", "NSD": "nsd_min_spacing",
-                          "clDSC": "cldice", "RVD": "volume_difference", "RVAE": "abs_volume_difference"}
+PANOPTICA = {
+    "n_ref_instances": "n_ref",
+    "n_pred_instances": "n_pred",
+    "tp": "tp",
+    "fp": "fp",
+    "fn": "fn",
+    "prec": "precision",
+    "rec": "recall",
+    "rq": "rq",
+    "sq": "sq",
+    "sq_std": "std_iou",
+    "pq": "pq",
+    "pq_dsc": "pq_dice",
+    "pq_cldsc": "pq_cldice",
+    "instance_voxel_count_ref": "mean_ref_voxels",
+    "instance_volume_ref": "mean_ref_volume",
+}
+PANOPTICA.update(
+    {
+        f"sq_{theirs}{suffix}": f"{'mean' if not suffix else 'std'}_{ours}"
+        for theirs, ours in (
+            ("dsc", "dice"),
+            ("cldsc", "cldice"),
+            ("assd", "assd"),
+            ("rvd", "volume_difference"),
+            ("rvae", "abs_volume_difference"),
+            ("hd", "hd"),
+            ("hd95", "hd95"),
+            ("nsd", "nsd_min_spacing"),
+        )
+        for suffix in ("", "_std")
+    }
+)
+PANOPTICA_PER_INSTANCE = {
+    "DSC": "dice",
+    "IOU": "iou",
+    "HD": "hd",
+    "HD95": "hd95",
+    "ASSD": "assd",
+    "NSD": "nsd_min_spacing",
+    "clDSC": "cldice",
+    "RVD": "volume_difference",
+    "RVAE": "abs_volume_difference",
+}
 # Metrics panoptica has no zero-TP rule for: it raises, the suite writes null.
 NO_RULE = ("sq_hd", "sq_hd_std", "sq_hd95", "sq_hd95_std", "sq_nsd", "sq_nsd_std")
 
@@ -270,8 +409,9 @@ def panoptica_problems(summary: dict, details: dict, block: dict, where: str) ->
         listed = expected.get("per_instance", {}).get(theirs)
         if listed is not None:
             values = {f"{theirs}[{i}]": v for i, v in enumerate(listed)}
-            problems += compare({f"{theirs}[{i}]": m.get(ours) for i, m in enumerate(matched)}, values,
-                                {k: k for k in values}, where)
+            problems += compare(
+                {f"{theirs}[{i}]": m.get(ours) for i, m in enumerate(matched)}, values, {k: k for k in values}, where
+            )
             if len(listed) != len(matched):
                 problems.append(f"{where}: {len(matched)} matched instances, panoptica {len(listed)}")
     matching = block.get("matching", {})
@@ -283,8 +423,14 @@ def panoptica_problems(summary: dict, details: dict, block: dict, where: str) ->
     return problems
 
 
-PANOPTICA_MATCHERS = ["naive_iou0.5", "naive_many_to_one_iou0.5", "maxbipartite_iou0.5", "maximize_merge_iou0.5", "naive_iou0.25",
-                      "maxbipartite_iou0.25"]
+PANOPTICA_MATCHERS = [
+    "naive_iou0.5",
+    "naive_many_to_one_iou0.5",
+    "maxbipartite_iou0.5",
+    "maximize_merge_iou0.5",
+    "naive_iou0.25",
+    "maxbipartite_iou0.25",
+]
 
 
 @pytest.mark.parametrize("case", INSTANCE)
@@ -310,9 +456,26 @@ def test_panoptica_connected_components(run, case):
     assert not panoptica_problems(summary, details[case]["1"], block, case)
 
 
-MR_DETECTION = {"numb_ref": "n_ref", "numb_pred": "n_pred", "numb_tp": "tp", "numb_fp": "fp", "numb_fn": "fn", "fbeta": "f1", "PQ": "pq"}
-MR_PER_PAIR = {"hd": "hd", "hd_perc": "hd95", "assd": "assd", "masd": "masd", "nsd": "nsd_{t1}", "boundary_iou": "boundary_iou_1",
-               "dsc": "dice", "iou": "iou", "cldice": "cldice"}
+MR_DETECTION = {
+    "numb_ref": "n_ref",
+    "numb_pred": "n_pred",
+    "numb_tp": "tp",
+    "numb_fp": "fp",
+    "numb_fn": "fn",
+    "fbeta": "f1",
+    "PQ": "pq",
+}
+MR_PER_PAIR = {
+    "hd": "hd",
+    "hd_perc": "hd95",
+    "assd": "assd",
+    "masd": "masd",
+    "nsd": "nsd_{t1}",
+    "boundary_iou": "boundary_iou_1",
+    "dsc": "dice",
+    "iou": "iou",
+    "cldice": "cldice",
+}
 
 
 def mr_pairs_problems(details: dict, rows: list[dict], where: str, nsd_key: str) -> list[str]:
@@ -365,7 +528,10 @@ def test_metricsreloaded_process_evaluation(run, assignment, case):
     metrics, details = run(f"metricsreloaded/{'greedy_matching' if assignment == 'greedy_matching' else 'hungarian'}_iou0.5")
     summary = class_entry(metrics, case, "fg")["instances"]
     problems = compare(summary, block["resdet"][0], MR_DETECTION, case, ("fbeta",))
-    rows = [{**row, "pred_label": m["pred"][0], "ref_label": m["ref"]} for row, m in zip(block["resseg"], details[case]["foreground"]["matches"])]
+    rows = [
+        {**row, "pred_label": m["pred"][0], "ref_label": m["ref"]}
+        for row, m in zip(block["resseg"], details[case]["foreground"]["matches"])
+    ]
     problems += mr_pairs_problems(details[case]["foreground"], rows, case, "1")
     assert not problems
 
@@ -382,9 +548,18 @@ def test_monai_panoptic_quality(run, threshold, case):
     assert not compare(summary, expected, MONAI_PQ, case, ("pq", "sq", "rq", "iou_sum"))
 
 
-GLOBAL = {"global_bin_volume_ref": "n_ref", "global_bin_volume_pred": "n_pred", "global_bin_dsc": "dice", "global_bin_iou": "iou",
-          "global_bin_hd": "hd", "global_bin_hd95": "hd95", "global_bin_assd": "assd", "global_bin_nsd": "nsd_0p5",
-          "global_bin_cldsc": "cldice", "global_bin_rvd": "volume_difference"}
+GLOBAL = {
+    "global_bin_volume_ref": "n_ref",
+    "global_bin_volume_pred": "n_pred",
+    "global_bin_dsc": "dice",
+    "global_bin_iou": "iou",
+    "global_bin_hd": "hd",
+    "global_bin_hd95": "hd95",
+    "global_bin_assd": "assd",
+    "global_bin_nsd": "nsd_0p5",
+    "global_bin_cldsc": "cldice",
+    "global_bin_rvd": "volume_difference",
+}
 
 
 @pytest.mark.parametrize("case", [c for c in sorted(MANIFEST) if MANIFEST[c].get("n_classes", 1) == 1])

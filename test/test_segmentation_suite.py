@@ -9,9 +9,8 @@ import math
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from helpers.grading import run_cli, validate_metrics
 from scipy import ndimage
-
-from conftest import run_cli, validate_metrics
 
 
 def image(array: np.ndarray, path, spacing=(1.0, 1.0, 1.0)) -> None:
@@ -35,6 +34,7 @@ def organs(seed: int) -> np.ndarray:
 @pytest.fixture
 def case_folders(tmp_path):
     """Two cases: truth in phase/labels, a shifted prediction in input/."""
+
     def make(phase_yaml: str, predictions=None, spacing=(2.0, 1.0, 1.0)) -> tuple:
         phase, submission = tmp_path / "phase", tmp_path / "input"
         for seed in (1, 2):
@@ -45,13 +45,15 @@ def case_folders(tmp_path):
         submission.mkdir(exist_ok=True)
         (phase / "phase.yaml").write_text("suite: segmentation\n" + phase_yaml)
         return phase, submission, tmp_path / "output"
+
     return make
 
 
 def test_a_typical_phase_scores_every_class_and_writes_its_files(case_folders):
     phase, submission, output = case_folders(
         "classes: {left: 1, right: 2, ball: 3, block: [1, 2]}\nmetrics: [dice, hd, hd_percentile, nsd, assd]\n"
-        "nsd_tolerances: [1.0, 2.0]\ninstance_metrics: [detection, panoptic, dice]\n")
+        "nsd_tolerances: [1.0, 2.0]\ninstance_metrics: [detection, panoptic, dice]\n"
+    )
     done = run_cli(submission, phase, output)
     assert done.code == 0, done.stderr[-2000:]
     metrics = done.metrics
@@ -63,8 +65,9 @@ def test_a_typical_phase_scores_every_class_and_writes_its_files(case_folders):
     block = entry["classes"]["block"]
     assert block["dice"] == pytest.approx(1 - 2 * 12 * 12 / (2 * 12 * 12 * 19))  # the union moved by one column
     assert metrics["aggregates"]["ranking"] == {"key": "dice", "statistic": "mean", "higher_is_better": True}
-    assert metrics["aggregates"]["score"] == pytest.approx(np.mean([metrics["aggregates"]["classes"][c]["dice"]["mean"]
-                                                                    for c in ("left", "right", "ball", "block")]))
+    assert metrics["aggregates"]["score"] == pytest.approx(
+        np.mean([metrics["aggregates"]["classes"][c]["dice"]["mean"] for c in ("left", "right", "ball", "block")])
+    )
     rows = list(csv.DictReader((output / "cases.csv").open()))
     assert len(rows) == 8 and {"case", "class", "dice", "hd95", "nsd_1", "nsd_2", "instances_pq"} <= set(rows[0])
     assert "data:image/png;base64" in (output / "report.html").read_text()
@@ -115,7 +118,8 @@ def test_a_prediction_on_another_grid_fails(case_folders, tmp_path):
 def test_empty_values_replace_a_convention(case_folders):
     phase, submission, output = case_folders(
         "classes: [1, 2, 3, 9]\ndefinition: monai\nmetrics: [dice, hd]\n"
-        "empty_values: {dice: {both_empty: 1.0}, hd: {both_empty: 0}}\n", )
+        "empty_values: {dice: {both_empty: 1.0}, hd: {both_empty: 0}}\n",
+    )
     absent = run_cli(submission, phase, output).metrics["case"]["case_1"]["classes"]["9"]
     assert absent == {"dice": 1.0, "hd": 0}
 
@@ -123,14 +127,17 @@ def test_empty_values_replace_a_convention(case_folders):
 def test_worst_policy_counts_undefined_distances_as_the_diagonal(case_folders):
     phase, submission, output = case_folders(
         "classes: [1, 3]\nmetrics: [hd]\nnan_policy: worst\nranking: hd\nunknown_labels: ignore\n",
-        predictions={1: np.where(organs(1) == 3, 0, organs(1)), 2: organs(2)})
+        predictions={1: np.where(organs(1) == 3, 0, organs(1)), 2: organs(2)},
+    )
     metrics = run_cli(submission, phase, output).metrics
-    diagonal = math.sqrt((24 * 2.0) ** 2 + 32 ** 2 + 32 ** 2)
+    diagonal = math.sqrt((24 * 2.0) ** 2 + 32**2 + 32**2)
     ball = metrics["aggregates"]["classes"]["3"]["hd"]
     assert metrics["case"]["case_1"]["classes"]["3"]["hd"] is None  # MetricsReloaded: nan for an empty prediction
     assert ball["mean"] == pytest.approx(diagonal / 2) and ball["n_undefined"] == 0
     assert metrics["aggregates"]["ranking"]["higher_is_better"] is False
-    assert metrics["aggregates"]["score"] == pytest.approx(-np.mean([metrics["aggregates"]["classes"][c]["hd"]["mean"] for c in ("1", "3")]))
+    assert metrics["aggregates"]["score"] == pytest.approx(
+        -np.mean([metrics["aggregates"]["classes"][c]["hd"]["mean"] for c in ("1", "3")])
+    )
 
 
 def test_spacing_can_be_dropped_or_given(case_folders):
@@ -144,7 +151,8 @@ def test_instance_maps_are_one_class_with_matching(tmp_path):
     moved = np.roll(truth, 1, axis=1)
     image(np.where(moved > 0, moved // 7 + 100, 0).astype(np.uint16), tmp_path / "input" / "a.mha")
     (tmp_path / "phase" / "phase.yaml").write_text(
-        "suite: segmentation\ninput: instances\nmetrics: [dice]\ninstance_metrics: [detection, panoptic]\ndefinition: panoptica\n")
+        "suite: segmentation\ninput: instances\nmetrics: [dice]\ninstance_metrics: [detection, panoptic]\ndefinition: panoptica\n"
+    )
     done = run_cli(tmp_path / "input", tmp_path / "phase", tmp_path / "output")
     assert done.code == 0, done.stderr[-2000:]
     found = done.metrics["case"]["a"]["classes"]["foreground"]["instances"]

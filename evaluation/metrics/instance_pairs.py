@@ -17,6 +17,7 @@ DIRECT_IDS = 1 << 24  # larger ids are counted by sorting (metrics.overlap.conti
 
 
 if numba is not None:
+
     @numba.njit(cache=True, nogil=True)
     def _presence(ref, pred, ref_count, pred_count):  # pragma: no cover - compiled
         both = 0
@@ -62,8 +63,15 @@ def overlaps(ref: np.ndarray, pred: np.ndarray):
         pairs, inter = np.unique(keys, return_counts=True)
     ref_index, pred_index = pairs // width, pairs % width
     order = np.lexsort((ref_index, pred_index))
-    return (ref_ids, ref_count[ref_ids], pred_ids, pred_count[pred_ids], ref_index[order], pred_index[order],
-            inter[order].astype(np.int64))
+    return (
+        ref_ids,
+        ref_count[ref_ids],
+        pred_ids,
+        pred_count[pred_ids],
+        ref_index[order],
+        pred_index[order],
+        inter[order].astype(np.int64),
+    )
 
 
 def _sorted(ref: np.ndarray, pred: np.ndarray):
@@ -73,8 +81,15 @@ def _sorted(ref: np.ndarray, pred: np.ndarray):
     both = (table.a != 0) & (table.b != 0)
     a, b, count = table.a[both], table.b[both], table.count[both]
     order = np.lexsort((a, b))
-    return (ref_ids, ref_sizes, pred_ids, pred_sizes, np.searchsorted(ref_ids, a[order]), np.searchsorted(pred_ids, b[order]),
-            count[order])
+    return (
+        ref_ids,
+        ref_sizes,
+        pred_ids,
+        pred_sizes,
+        np.searchsorted(ref_ids, a[order]),
+        np.searchsorted(pred_ids, b[order]),
+        count[order],
+    )
 
 
 def _sizes(ids: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

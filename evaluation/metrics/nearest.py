@@ -109,6 +109,7 @@ def as_3d(array: np.ndarray) -> np.ndarray:
 
 
 if numba is not None:
+
     @numba.njit(cache=True, nogil=True, inline="always")
     def mapped(lut, default, v):  # pragma: no cover - compiled
         """``v`` through the lookup table: itself for an empty table, ``default`` beyond it."""
@@ -126,12 +127,23 @@ if numba is not None:
     @numba.njit(cache=True, nogil=True, inline="always")
     def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover - compiled
         depth, rows, columns = labels.shape
-        if (y == 0 or y == rows - 1 or x == 0 or x == columns - 1 or _differs(labels, lut, default, z, y - 1, x, raw, v)
-                or _differs(labels, lut, default, z, y + 1, x, raw, v) or _differs(labels, lut, default, z, y, x - 1, raw, v)
-                or _differs(labels, lut, default, z, y, x + 1, raw, v)):
+        if (
+            y == 0
+            or y == rows - 1
+            or x == 0
+            or x == columns - 1
+            or _differs(labels, lut, default, z, y - 1, x, raw, v)
+            or _differs(labels, lut, default, z, y + 1, x, raw, v)
+            or _differs(labels, lut, default, z, y, x - 1, raw, v)
+            or _differs(labels, lut, default, z, y, x + 1, raw, v)
+        ):
             return True
-        return not planar and (z == 0 or z == depth - 1 or _differs(labels, lut, default, z - 1, y, x, raw, v)
-                               or _differs(labels, lut, default, z + 1, y, x, raw, v))
+        return not planar and (
+            z == 0
+            or z == depth - 1
+            or _differs(labels, lut, default, z - 1, y, x, raw, v)
+            or _differs(labels, lut, default, z + 1, y, x, raw, v)
+        )
 
     @numba.njit(cache=True, nogil=True)
     def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
@@ -190,8 +202,9 @@ def edge_points(labels: np.ndarray, spacing, relabel: np.ndarray | None = None, 
     values = labels.view(np.uint8) if labels.dtype == bool else labels
     lut = np.zeros(0, values.dtype) if relabel is None else relabel
     grid = padded(labels.shape, reach, lut.dtype)
-    count = _edges(as_3d(values), lut, lut.dtype.type(default), labels.ndim == 2, *((0,) * (3 - labels.ndim) + reach),
-                   as_3d(grid))
+    count = _edges(
+        as_3d(values), lut, lut.dtype.type(default), labels.ndim == 2, *((0,) * (3 - labels.ndim) + reach), as_3d(grid)
+    )
     return marked(grid, count, reach)
 
 

@@ -26,8 +26,7 @@ from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, numba, o
 # Bit of each voxel of the 2x2(x2) neighbourhood around a corner: the corner at grid index j
 # sits between voxels j-1 and j on every axis; the voxel at offset (a, b[, c]) in {0, 1}
 # (0 = the lower voxel) carries this weight (surface_distance ENCODE_NEIGHBOURHOOD_*_KERNEL).
-CORNER_BITS = {2: np.array([[8, 4], [2, 1]], np.uint8),
-               3: np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], np.uint8)}
+CORNER_BITS = {2: np.array([[8, 4], [2, 1]], np.uint8), 3: np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], np.uint8)}
 
 
 def corner_codes(mask: np.ndarray) -> np.ndarray:
@@ -43,6 +42,7 @@ def corner_codes(mask: np.ndarray) -> np.ndarray:
 
 
 if numba is not None:
+
     @numba.njit(cache=True, nogil=True)
     def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
         """Every foreground voxel (non-zero through ``mapped``) sets its bit in the codes of
@@ -100,8 +100,9 @@ def triangle_area_vectors() -> tuple[np.ndarray, ...]:
             table.append(np.zeros((0, 3)))
             continue
         meshed = code if corners <= 4 else 255 - code
-        cube = np.array([[[(meshed >> (7 - (4 * a + 2 * b + c))) & 1 for c in (0, 1)] for b in (0, 1)] for a in (0, 1)],
-                        np.float64)
+        cube = np.array(
+            [[[(meshed >> (7 - (4 * a + 2 * b + c))) & 1 for c in (0, 1)] for b in (0, 1)] for a in (0, 1)], np.float64
+        )
         vertices, faces, _, _ = marching_cubes(cube, 0.5, method="lorensen")
         first, second, third = (vertices[faces[:, k]].astype(np.float64) for k in range(3))
         table.append(np.cross(second - first, third - first) / 2)

@@ -58,14 +58,27 @@ class Segmentation(Suite):
         submitted = submission.case_files()
         cases = pair_cases(submitted, truth, options.missing_cases)
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
-        tasks = [Task(key=case, memory_bytes=memory_estimate(truth[case]),
-                      payload=CaseTask(case=case, truth=str(truth[case]),
-                                       prediction=str(submitted[case]) if case in submitted else None,
-                                       display=files[case] or case, options=options))
-                 for case in cases]
+        tasks = [
+            Task(
+                key=case,
+                memory_bytes=memory_estimate(truth[case]),
+                payload=CaseTask(
+                    case=case,
+                    truth=str(truth[case]),
+                    prediction=str(submitted[case]) if case in submitted else None,
+                    display=files[case] or case,
+                    options=options,
+                ),
+            )
+            for case in cases
+        ]
         warm_up(options)
         _log.info("segmentation_plan", cases=len(cases), classes=len(options.classes))
-        context = {"options": options, "files": files, "missing": len(truth) - len(cases) + sum(f is None for f in files.values())}
+        context = {
+            "options": options,
+            "files": files,
+            "missing": len(truth) - len(cases) + sum(f is None for f in files.values()),
+        }
         return Plan(tasks=tasks, context=context)
 
     def score(self, payload: CaseTask) -> dict:
@@ -77,20 +90,38 @@ class Segmentation(Suite):
         keys = options.keys()
         summary = aggregate.summarize(options, scored, keys)
         score = aggregate.ranking_score(options, summary["overall"])
-        cases = {case: {"status": "scored", "prediction_file": files[case], "spacing": value["spacing"],
-                        "classes": value["classes"]} for case, value in scored.items()}
-        cases.update({case: {"status": "failed", "error": message, "prediction_file": files[case]} for case, message in failed.items()})
+        cases = {
+            case: {"status": "scored", "prediction_file": files[case], "spacing": value["spacing"], "classes": value["classes"]}
+            for case, value in scored.items()
+        }
+        cases.update(
+            {case: {"status": "failed", "error": message, "prediction_file": files[case]} for case, message in failed.items()}
+        )
         metrics = {
             "case": dict(sorted(cases.items())),
-            "aggregates": {**summary, "score": score, "n_cases": len(scored), "n_failed": len(failed),
-                           "n_missing": plan.context["missing"],
-                           "ranking": {"key": options.ranking, "statistic": options.ranking_statistic,
-                                       "higher_is_better": higher_is_better(options.ranking)}},
+            "aggregates": {
+                **summary,
+                "score": score,
+                "n_cases": len(scored),
+                "n_failed": len(failed),
+                "n_missing": plan.context["missing"],
+                "ranking": {
+                    "key": options.ranking,
+                    "statistic": options.ranking_statistic,
+                    "higher_is_better": higher_is_better(options.ranking),
+                },
+            },
             "reference": {"definitions": options.definitions, "libraries": REFERENCE},
         }
-        out = {"cases.csv": report.cases_csv(options, scored, keys),
-               "report.html": report.html_report(options, scored, failed, summary, keys, score)}
+        out = {
+            "cases.csv": report.cases_csv(options, scored, keys),
+            "report.html": report.html_report(options, scored, failed, summary, keys, score),
+        }
         if options.instance_evaluation:
             out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
-        return Result(metrics=metrics, leaderboard=aggregate.leaderboard(options, summary, score),
-                      case_scores=aggregate.case_scores(options, scored), files=out)
+        return Result(
+            metrics=metrics,
+            leaderboard=aggregate.leaderboard(options, summary, score),
+            case_scores=aggregate.case_scores(options, scored),
+            files=out,
+        )

@@ -36,7 +36,9 @@ def worst(key: str, diagonal: float) -> float | None:
     bare = key.removeprefix("instances_").removeprefix("mean_")
     if bare.startswith(DISTANCE_KEYS):
         return diagonal
-    if not higher_is_better(key) or bare.startswith(("tp", "fp", "fn", "tn", "n_", "surface_", "volume_", "iou_sum", "std_", "ref_")):
+    if not higher_is_better(key) or bare.startswith(
+        ("tp", "fp", "fn", "tn", "n_", "surface_", "volume_", "iou_sum", "std_", "ref_")
+    ):
         return None
     return WORST_SCORE.get(bare, 0.0)
 
@@ -65,7 +67,11 @@ def summarize(options: Options, scored: dict[str, dict], keys: list[str]) -> dic
         for key in keys:
             values = [case_values(options, value, cls, key) for value in scored.values()]
             kept = [v for v in values if v is not None]
-            table[key] = {**statistics(kept, options.statistics, options.nan_policy), "n": len(kept), "n_undefined": len(values) - len(kept)}
+            table[key] = {
+                **statistics(kept, options.statistics, options.nan_policy),
+                "n": len(kept),
+                "n_undefined": len(values) - len(kept),
+            }
         classes[cls] = table
     overall = {key: {name: _mean([classes[c][key][name] for c in classes]) for name in options.statistics} for key in keys}
     return {"classes": classes, "overall": overall}

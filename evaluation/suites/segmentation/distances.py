@@ -45,9 +45,13 @@ def panoptica(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     a = s.ref_virtual if s.ref_virtual is not None else s.ref
     b = s.pred_virtual if s.pred_virtual is not None else s.pred
     pooled = np.hstack((a, b))
-    out = {"hd": float(max(a.max(), b.max())) if a.size and b.size else None,
-           "asd_ref_to_pred": _mean(a), "asd_pred_to_ref": _mean(b),
-           "surface_ref": int(s.ref.size), "surface_pred": int(s.pred.size)}
+    out = {
+        "hd": float(max(a.max(), b.max())) if a.size and b.size else None,
+        "asd_ref_to_pred": _mean(a),
+        "asd_pred_to_ref": _mean(b),
+        "surface_ref": int(s.ref.size),
+        "surface_pred": int(s.pred.size),
+    }
     out["masd"] = out["assd"] = float(np.mean((out["asd_ref_to_pred"], out["asd_pred_to_ref"])))
     for p in percentiles:
         out[f"hd{number_key(p)}"] = _percentile(pooled, p) if pooled.size else None
@@ -83,9 +87,13 @@ def metricsreloaded(s: Surfaces, percentiles, tolerances, spacing) -> dict:
             out[f"nsd_ref_{key}"] = out[f"nsd_pred_{key}"] = out[f"nsd_{key}"] if both else float("nan")
         return out
     sum_a, sum_b = np.sum(a), np.sum(b)
-    out.update(hd=float(max(np.max(b), np.max(a))), assd=float((sum_b + sum_a) / (b.size + a.size)),
-               masd=float(0.5 * (sum_b / b.size + sum_a / a.size)), asd_ref_to_pred=float(sum_a / a.size),
-               asd_pred_to_ref=float(sum_b / b.size))
+    out.update(
+        hd=float(max(np.max(b), np.max(a))),
+        assd=float((sum_b + sum_a) / (b.size + a.size)),
+        masd=float(0.5 * (sum_b / b.size + sum_a / a.size)),
+        asd_ref_to_pred=float(sum_a / a.size),
+        asd_pred_to_ref=float(sum_b / b.size),
+    )
     for p in percentiles:
         out[f"hd{number_key(p)}"] = max(_percentile(b, p), _percentile(a, p))
     for t in tolerances:
@@ -124,14 +132,20 @@ def monai(s: Surfaces, percentiles, tolerances, spacing, surfels: Surfaces | Non
     within the tolerance). Distances are float32, compared with a float32 tolerance; an empty
     direction gives nan, an empty mask ``inf`` distances (so a percentile is nan: inf - inf)."""
     to_ref, to_pred = _monai_directions(s)
-    out = {"surface_ref": int(s.ref.size), "surface_pred": int(s.pred.size),
-           "hd": _nan_max([float(d.max()) if d.size else float("nan") for d in (to_ref, to_pred)]),
-           "assd": _float32_mean(np.concatenate((to_ref, to_pred))),
-           "asd_pred_to_ref": _float32_mean(to_ref), "asd_ref_to_pred": _float32_mean(to_pred)}
+    out = {
+        "surface_ref": int(s.ref.size),
+        "surface_pred": int(s.pred.size),
+        "hd": _nan_max([float(d.max()) if d.size else float("nan") for d in (to_ref, to_pred)]),
+        "assd": _float32_mean(np.concatenate((to_ref, to_pred))),
+        "asd_pred_to_ref": _float32_mean(to_ref),
+        "asd_ref_to_pred": _float32_mean(to_pred),
+    }
     out["masd"] = float(np.float32((np.float32(out["asd_pred_to_ref"]) + np.float32(out["asd_ref_to_pred"])) / np.float32(2)))
     for p in percentiles:
-        quantiles = [float(quantile_float32(np.sort(d), np.array([0]), np.array([d.size]), p / 100)[0]) if d.size else float("nan")
-                     for d in (to_ref, to_pred)]
+        quantiles = [
+            float(quantile_float32(np.sort(d), np.array([0]), np.array([d.size]), p / 100)[0]) if d.size else float("nan")
+            for d in (to_ref, to_pred)
+        ]
         out[f"hd{number_key(p)}"] = _nan_max(quantiles)
     for t in tolerances:
         key, tau = number_key(t), np.float32(tolerance_value(t, spacing))
@@ -152,9 +166,11 @@ def _monai_subvoxel_nsd(s: Surfaces, key: str, tau: np.float32) -> dict:
     near_ref = float(s.ref_area[to_pred <= tau].sum()) if s.ref_area.size else 0.0
     near_pred = float(s.pred_area[to_ref <= tau].sum()) if s.pred_area.size else 0.0
     total = float(s.ref_area.sum()) + float(s.pred_area.sum())
-    return {f"nsd_{key}": float(np.float32((near_ref + near_pred) / total)) if total else float("nan"),
-            f"nsd_ref_{key}": float(np.float32(near_ref / float(s.ref_area.sum()))) if s.ref_area.size else float("nan"),
-            f"nsd_pred_{key}": float(np.float32(near_pred / float(s.pred_area.sum()))) if s.pred_area.size else float("nan")}
+    return {
+        f"nsd_{key}": float(np.float32((near_ref + near_pred) / total)) if total else float("nan"),
+        f"nsd_ref_{key}": float(np.float32(near_ref / float(s.ref_area.sum()))) if s.ref_area.size else float("nan"),
+        f"nsd_pred_{key}": float(np.float32(near_pred / float(s.pred_area.sum()))) if s.pred_area.size else float("nan"),
+    }
 
 
 def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
@@ -165,16 +181,23 @@ def deepmind(s: Surfaces, percentiles, tolerances, spacing) -> dict:
     direction; ``compute_surface_overlap_at_tolerance`` and ``compute_surface_dice_at_tolerance``
     the areas within the tolerance. ``assd`` (pooled, area-weighted) and ``masd`` (mean of the
     two directions) are this suite's symmetric summaries; the library returns the pair only."""
-    (d_ref, a_ref), (d_pred, a_pred) = (_by_distance(s.ref, s.ref_area, s.ref_area_rank, spacing),
-                                        _by_distance(s.pred, s.pred_area, s.pred_area_rank, spacing))
+    (d_ref, a_ref), (d_pred, a_pred) = (
+        _by_distance(s.ref, s.ref_area, s.ref_area_rank, spacing),
+        _by_distance(s.pred, s.pred_area, s.pred_area_rank, spacing),
+    )
     sum_ref, sum_pred = np.sum(a_ref), np.sum(a_pred)
     weighted_ref, weighted_pred = np.sum(d_ref * a_ref), np.sum(d_pred * a_pred)
     fractions = [np.cumsum(a) / np.sum(a) if a.size else None for a in (a_ref, a_pred)]
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = {"surface_ref": int(d_ref.size), "surface_pred": int(d_pred.size),
-               "surface_area_ref": float(sum_ref), "surface_area_pred": float(sum_pred),
-               "asd_ref_to_pred": float(weighted_ref / sum_ref), "asd_pred_to_ref": float(weighted_pred / sum_pred),
-               "assd": float((weighted_ref + weighted_pred) / (sum_ref + sum_pred))}
+        out = {
+            "surface_ref": int(d_ref.size),
+            "surface_pred": int(d_pred.size),
+            "surface_area_ref": float(sum_ref),
+            "surface_area_pred": float(sum_pred),
+            "asd_ref_to_pred": float(weighted_ref / sum_ref),
+            "asd_pred_to_ref": float(weighted_pred / sum_pred),
+            "assd": float((weighted_ref + weighted_pred) / (sum_ref + sum_pred)),
+        }
         out["masd"] = (out["asd_ref_to_pred"] + out["asd_pred_to_ref"]) / 2
         out["hd"] = _robust_hausdorff((d_ref, d_pred), fractions, 100)
         for p in percentiles:

@@ -49,4 +49,3 @@ def apply_instances(summary: dict, options, n_ref: int, n_pred: int) -> None:
     for metric, keys in SUMMARY_KEYS.items():
         if metric in options.instance_metrics:
             _replace(summary, [k for k in keys if k in summary], metric, where, options)
-

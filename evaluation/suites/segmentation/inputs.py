@@ -64,13 +64,16 @@ def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) 
     unknown = sorted(set(submitted) - set(truth))
     if unknown:
         shown = ", ".join(submitted[c].name for c in unknown[:5])
-        raise SubmissionError(f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
-                              "name each file after its test case")
+        raise SubmissionError(
+            f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
+            "name each file after its test case"
+        )
     missing = sorted(set(truth) - set(submitted))
     if missing and policy == "reject":
         shown = ", ".join(missing[:5])
-        raise SubmissionError(f"{len(missing)} of {len(truth)} test cases have no prediction "
-                              f"({shown}{', ...' if len(missing) > 5 else ''})")
+        raise SubmissionError(
+            f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
+        )
     return sorted(truth) if policy == "empty" else sorted(submitted)
 
 
@@ -148,5 +151,6 @@ def refuse_unknown_labels(pred: np.ndarray, known: tuple[int, ...], display: str
     unknown = np.setdiff1d(present, np.array((0, *known)))
     if unknown.size:
         shown = ", ".join(str(v) for v in unknown[:5]) + (", ..." if unknown.size > 5 else "")
-        raise SubmissionError(f"{display}: holds labels that are no class of this challenge ({shown}); "
-                              f"expected 0 and {', '.join(map(str, known))}")
+        raise SubmissionError(
+            f"{display}: holds labels that are no class of this challenge ({shown}); expected 0 and {', '.join(map(str, known))}"
+        )

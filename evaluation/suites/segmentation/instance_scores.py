@@ -30,9 +30,16 @@ NAN = float("nan")
 # but noise, and matching them one by one would take the worker's whole time.
 MAX_INSTANCES = 100_000
 # panoptica's zero-TP values: (no instance at all, otherwise); a metric missing here raises.
-ZERO_TP = {"dice": (NAN, 0.0), "iou": (NAN, 0.0), "cldice": (NAN, 0.0), "assd": (NAN, math.inf),
-           "volume_difference": (NAN, NAN), "abs_volume_difference": (NAN, NAN), "ref_voxels": (NAN, NAN),
-           "ref_volume": (NAN, NAN)}
+ZERO_TP = {
+    "dice": (NAN, 0.0),
+    "iou": (NAN, 0.0),
+    "cldice": (NAN, 0.0),
+    "assd": (NAN, math.inf),
+    "volume_difference": (NAN, NAN),
+    "abs_volume_difference": (NAN, NAN),
+    "ref_voxels": (NAN, NAN),
+    "ref_volume": (NAN, NAN),
+}
 
 
 def strict_rule(options, definition: str) -> bool:
@@ -45,10 +52,15 @@ def algorithm(options, definition: str) -> str:
     if options.matching != "definition":
         return options.matching
     if definition == "deepmind":
-        raise PhaseError("phase.yaml: DeepMind's surface-distance has no instance evaluation; set definitions.instances "
-                         "to panoptica, metricsreloaded or monai")
-    return {"panoptica": "greedy", "metricsreloaded": "greedy_lowest_first",
-            "monai": "greedy" if options.match_threshold >= 0.5 else "optimal_all_pairs"}[definition]
+        raise PhaseError(
+            "phase.yaml: DeepMind's surface-distance has no instance evaluation; set definitions.instances "
+            "to panoptica, metricsreloaded or monai"
+        )
+    return {
+        "panoptica": "greedy",
+        "metricsreloaded": "greedy_lowest_first",
+        "monai": "greedy" if options.match_threshold >= 0.5 else "optimal_all_pairs",
+    }[definition]
 
 
 def match(ov: Overlaps, options, definition: str) -> instances.Matching:
@@ -57,9 +69,13 @@ def match(ov: Overlaps, options, definition: str) -> instances.Matching:
     if name == "many_to_one":
         matching = instances.greedy(ov, scores, threshold, strict, many_to_one=True)
     else:
-        matching = {"greedy": instances.greedy, "greedy_lowest_first": instances.greedy_lowest_first, "optimal": instances.optimal,
-                    "optimal_all_pairs": instances.optimal_all_pairs, "maximize_merge": instances.maximize_merge}[name](
-            ov, scores, threshold, strict)
+        matching = {
+            "greedy": instances.greedy,
+            "greedy_lowest_first": instances.greedy_lowest_first,
+            "optimal": instances.optimal,
+            "optimal_all_pairs": instances.optimal_all_pairs,
+            "maximize_merge": instances.maximize_merge,
+        }[name](ov, scores, threshold, strict)
     if definition == "metricsreloaded" and matching.order is None:  # its rows list the pairs by prediction
         matching.order = sorted(matching.pairs, key=lambda r: matching.pairs[r][0])
     return matching
@@ -70,13 +86,16 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing) -> tuple[dict,
     definition = options.definition("instances")
     ov = Overlaps.of(ref, pred)
     if ov.pred_ids.size > MAX_INSTANCES:
-        raise SubmissionError(f"holds {ov.pred_ids.size} instances of one class; at most {MAX_INSTANCES} are scored "
-                              "(a label map of instance ids or of classes with few connected components is expected)")
+        raise SubmissionError(
+            f"holds {ov.pred_ids.size} instances of one class; at most {MAX_INSTANCES} are scored "
+            "(a label map of instance ids or of classes with few connected components is expected)"
+        )
     matching = match(ov, options, definition)
     metrics = [m for m in options.instance_metrics if m not in SUMMARIES]
     per_pair = per_instance.evaluate(ref, pred, ov, matching, metrics, definition, options, spacing)
     summary = {"panoptica": _panoptica, "metricsreloaded": _metricsreloaded}.get(definition, _monai)(
-        ov, matching, per_pair, options)
+        ov, matching, per_pair, options
+    )
     wanted = instance_keys(options)
     return {key: summary.get(key) for key in wanted}, _details(ov, matching, per_pair, wanted)
 
@@ -108,12 +127,18 @@ def _panoptica(ov: Overlaps, matching, per_pair: dict, options) -> dict:
     merged = sum(len(p) - 1 for p in matching.pairs.values())
     n_pred, n_ref, tp = int(ov.pred_ids.size) - merged, int(ov.ref_ids.size), len(matched)
     fp, fn = n_pred - tp, n_ref - tp
-    if tp:
+    if tp:  # noqa: SIM108 - three cases read better as a block
         rq = tp / (tp + 0.5 * fp + 0.5 * fn)
     else:
         rq = 0.0 if n_pred + n_ref > 0 else NAN
-    out = {**_counts(ov, tp, fp, fn), "n_pred": n_pred, "precision": tp / (tp + fp) if tp + fp else None,
-           "recall": tp / (tp + fn) if tp + fn else None, "f1": rq, "rq": rq}
+    out = {
+        **_counts(ov, tp, fp, fn),
+        "n_pred": n_pred,
+        "precision": tp / (tp + fp) if tp + fp else None,
+        "recall": tp / (tp + fn) if tp + fn else None,
+        "f1": rq,
+        "rq": rq,
+    }
     lists = _lists(per_pair, matched) if matched else {k: [] for k in ZERO_TP}
     out.update(_summaries(lists, None if tp else int(n_pred + n_ref > 0)))
     out["sq"] = out["mean_iou"]
@@ -132,8 +157,13 @@ def _metricsreloaded(ov: Overlaps, matching, per_pair: dict, options) -> dict:
     fn = int(ov.ref_ids.size) - tp
     rows = overlap.metricsreloaded(tp, fp, fn, 0, [1])
     lists = _lists(per_pair, matched)
-    out = {**_counts(ov, tp, fp, fn), "precision": rows["precision"], "recall": rows["recall"], "f1": rows["f1"],
-           "rq": rows["f1"]}
+    out = {
+        **_counts(ov, tp, fp, fn),
+        "precision": rows["precision"],
+        "recall": rows["recall"],
+        "f1": rows["f1"],
+        "rq": rows["f1"],
+    }
     out.update(_summaries(lists, None))
     sq = float(np.mean(np.asarray(lists.get("iou", []), np.float64))) if tp else NAN
     out["sq"], out["iou_sum"] = sq, float(np.sum(lists.get("iou", [])))
@@ -153,10 +183,16 @@ def _monai(ov: Overlaps, matching, per_pair: dict, options) -> dict:
     iou_sum = paired.sum(dtype=np.float32)
     t, f_p, f_n, half, smooth = (np.float32(v) for v in (tp, fp, fn, 0.5, 1e-6))
     rq = t / (t + half * f_p + half * f_n + smooth)
-    out = {**_counts(ov, tp, fp, fn), "precision": tp / (tp + fp) if tp + fp else NAN,
-           "recall": tp / (tp + fn) if tp + fn else NAN, "f1": float(rq), "rq": float(rq),
-           "sq": float(iou_sum / (t + smooth)), "pq": float(iou_sum / (t + half * f_p + half * f_n + smooth)),
-           "iou_sum": float(iou_sum)}
+    out = {
+        **_counts(ov, tp, fp, fn),
+        "precision": tp / (tp + fp) if tp + fp else NAN,
+        "recall": tp / (tp + fn) if tp + fn else NAN,
+        "f1": float(rq),
+        "rq": float(rq),
+        "sq": float(iou_sum / (t + smooth)),
+        "pq": float(iou_sum / (t + half * f_p + half * f_n + smooth)),
+        "iou_sum": float(iou_sum),
+    }
     lists = _lists(per_pair, matched)
     out.update(_summaries(lists, None))
     for key in ("iou", "dice", "cldice"):
@@ -170,8 +206,10 @@ def _details(ov: Overlaps, matching, per_pair: dict, wanted) -> dict:
     order = list(matching.order) if matching.order is not None else sorted(matching.pairs)
     matched_preds = matching.matched_preds
     return {
-        "matches": [{"ref": int(ov.ref_ids[r]), "pred": [int(ov.pred_ids[p]) for p in matching.pairs[r]], **per_pair.get(r, {})}
-                    for r in order],
+        "matches": [
+            {"ref": int(ov.ref_ids[r]), "pred": [int(ov.pred_ids[p]) for p in matching.pairs[r]], **per_pair.get(r, {})}
+            for r in order
+        ],
         "unmatched_ref": [int(i) for k, i in enumerate(ov.ref_ids) if k not in matching.pairs],
         "unmatched_pred": [int(i) for k, i in enumerate(ov.pred_ids) if k not in matched_preds],
     }

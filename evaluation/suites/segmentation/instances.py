@@ -24,6 +24,7 @@ intersection and both sizes; every matching works on that table. The libraries d
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from evaluation.metrics import instance_pairs
 
 # A dense cost matrix (what the libraries build) up to this many cells; beyond it, only the
@@ -186,7 +187,7 @@ def greedy_lowest_first(ov: Overlaps, scores: np.ndarray, threshold: float, stri
     no_candidate = ov.pred_ids.size - len({p for p, _, _ in rows})
     matching = Matching(order=[])
     preds, refs = [p for p, _, _ in rows], [r for _, r, _ in rows]
-    if len(set(preds)) == len(preds) and len(set(refs)) == len(refs):
+    if len(set(preds)) == len(preds) and len(set(refs)) == len(refs):  # noqa: SIM108
         chosen = rows
     else:
         chosen = _first_per(_first_per(rows, 0), 1)

@@ -15,15 +15,50 @@ from evaluation.errors import PhaseError
 from evaluation.phase import Phase
 
 LIBRARIES = ("panoptica", "metricsreloaded", "monai", "deepmind")
-OVERLAP = ("counts", "dice", "iou", "precision", "recall", "fbeta", "specificity", "npv", "accuracy", "balanced_accuracy",
-           "mcc", "cohens_kappa", "youden", "lr_plus", "volume_difference", "abs_volume_difference")
+OVERLAP = (
+    "counts",
+    "dice",
+    "iou",
+    "precision",
+    "recall",
+    "fbeta",
+    "specificity",
+    "npv",
+    "accuracy",
+    "balanced_accuracy",
+    "mcc",
+    "cohens_kappa",
+    "youden",
+    "lr_plus",
+    "volume_difference",
+    "abs_volume_difference",
+)
 DISTANCE = ("hd", "hd_percentile", "assd", "masd", "asd", "nsd", "surface_overlap", "surface_size")
-FAMILY = {**dict.fromkeys(OVERLAP, "overlap"), **dict.fromkeys(DISTANCE, "distance"), "boundary_iou": "boundary_iou",
-          "cldice": "topology", "topology": "topology", "centre_distance": "centre"}
+FAMILY = {
+    **dict.fromkeys(OVERLAP, "overlap"),
+    **dict.fromkeys(DISTANCE, "distance"),
+    "boundary_iou": "boundary_iou",
+    "cldice": "topology",
+    "topology": "topology",
+    "centre_distance": "centre",
+}
 FAMILIES = ("overlap", "distance", "boundary_iou", "topology", "centre", "instances")
 SUMMARIES = ("detection", "panoptic")
-PER_INSTANCE = ("dice", "iou", "hd", "hd_percentile", "assd", "masd", "nsd", "boundary_iou", "cldice", "volume_difference",
-                "abs_volume_difference", "centre_distance", "ref_size")
+PER_INSTANCE = (
+    "dice",
+    "iou",
+    "hd",
+    "hd_percentile",
+    "assd",
+    "masd",
+    "nsd",
+    "boundary_iou",
+    "cldice",
+    "volume_difference",
+    "abs_volume_difference",
+    "centre_distance",
+    "ref_size",
+)
 # Keys where a lower value is better; ranking by a signed difference or a count is refused.
 LOWER_IS_BETTER = re.compile(r"^(hd.*|assd|masd|asd_.*|abs_volume_difference|centre_distance)$")
 UNRANKABLE = re.compile(r"^(tp|fp|fn|tn|n_ref|n_pred|volume_difference|surface_.*|iou_sum|ref_.*)$")
@@ -124,15 +159,18 @@ class Options:
 
     def __post_init__(self):
         if not self.ranking:  # the first key with a better direction
-            object.__setattr__(self, "ranking", next((k for k in self.keys() if not UNRANKABLE.match(k.removeprefix("instances_"))), ""))
+            object.__setattr__(
+                self, "ranking", next((k for k in self.keys() if not UNRANKABLE.match(k.removeprefix("instances_"))), "")
+            )
 
     def validate(self) -> None:
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
             raise PhaseError("phase.yaml: two classes have the same name")
         if self.ranking not in self.keys():
-            raise PhaseError(f"phase.yaml: ranking {self.ranking!r} is not one of the metrics this phase computes "
-                             f"({', '.join(self.keys())})")
+            raise PhaseError(
+                f"phase.yaml: ranking {self.ranking!r} is not one of the metrics this phase computes ({', '.join(self.keys())})"
+            )
         if UNRANKABLE.match(self.ranking.removeprefix("instances_")):
             raise PhaseError(f"phase.yaml: ranking {self.ranking!r} has no better direction; rank by a score")
         unknown = sorted(set(self.empty_values) - set(FAMILY) - set(SUMMARIES))

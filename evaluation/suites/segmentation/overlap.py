@@ -26,12 +26,26 @@ def _plain(tp: int, fp: int, fn: int, tn: int, betas) -> dict:
     n_ref, n_pred = tp + fn, tp + fp
     precision, recall = _div(tp, n_pred), _div(tp, n_ref)
     specificity = _div(tn, tn + fp)
-    out = {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n_ref": n_ref, "n_pred": n_pred,
-           "dice": _div(2 * tp, n_ref + n_pred), "iou": _div(tp, tp + fp + fn), "precision": precision, "recall": recall,
-           "specificity": specificity, "npv": _div(tn, tn + fn), "accuracy": _div(tp + tn, tp + fp + fn + tn),
-           "balanced_accuracy": (recall + specificity) / 2, "youden": recall + specificity - 1,
-           "lr_plus": _div(recall, 1 - specificity), "volume_difference": _div(n_pred - n_ref, n_ref),
-           "abs_volume_difference": _div(abs(n_pred - n_ref), n_ref)}
+    out = {
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "n_ref": n_ref,
+        "n_pred": n_pred,
+        "dice": _div(2 * tp, n_ref + n_pred),
+        "iou": _div(tp, tp + fp + fn),
+        "precision": precision,
+        "recall": recall,
+        "specificity": specificity,
+        "npv": _div(tn, tn + fn),
+        "accuracy": _div(tp + tn, tp + fp + fn + tn),
+        "balanced_accuracy": (recall + specificity) / 2,
+        "youden": recall + specificity - 1,
+        "lr_plus": _div(recall, 1 - specificity),
+        "volume_difference": _div(n_pred - n_ref, n_ref),
+        "abs_volume_difference": _div(abs(n_pred - n_ref), n_ref),
+    }
     denominator = math.sqrt(float(n_pred) * n_ref * (tn + fp) * (tn + fn))
     out["mcc"] = _div(tp * tn - fp * fn, denominator)
     total = tp + fp + fn + tn
@@ -90,13 +104,21 @@ def metricsreloaded(tp, fp, fn, tn, betas) -> dict:
             if ref_count:
                 chance += (pred_count / (tp + fp + fn + tn)) * (ref_count / (tp + fp + fn + tn))
         kappa = (accuracy - chance) / (1 - chance)
-    out.update(dice=1.0 if n_ref + n_pred == 0 else float(2 * t) / (n_pred + n_ref),
-               iou=NAN if n_ref + n_pred == 0 else float(tp) / float(np.float32(tp + fp + fn)),
-               precision=ppv, recall=sensitivity, specificity=specificity, accuracy=accuracy, npv=npv, mcc=mcc,
-               cohens_kappa=kappa, balanced_accuracy=0.5 * sensitivity + 0.5 * specificity,
-               youden=specificity + sensitivity - 1,
-               lr_plus=NAN if n_neg_ref == 0 or n_ref == 0 or specificity == 1 else sensitivity / (1 - specificity),
-               abs_volume_difference=NAN if n_ref == 0 else abs(float(n_ref) - float(n_pred)) / float(n_ref))
+    out.update(
+        dice=1.0 if n_ref + n_pred == 0 else float(2 * t) / (n_pred + n_ref),
+        iou=NAN if n_ref + n_pred == 0 else float(tp) / float(np.float32(tp + fp + fn)),
+        precision=ppv,
+        recall=sensitivity,
+        specificity=specificity,
+        accuracy=accuracy,
+        npv=npv,
+        mcc=mcc,
+        cohens_kappa=kappa,
+        balanced_accuracy=0.5 * sensitivity + 0.5 * specificity,
+        youden=specificity + sensitivity - 1,
+        lr_plus=NAN if n_neg_ref == 0 or n_ref == 0 or specificity == 1 else sensitivity / (1 - specificity),
+        abs_volume_difference=NAN if n_ref == 0 else abs(float(n_ref) - float(n_pred)) / float(n_ref),
+    )
     for beta in betas:
         out[f"f{number_key(beta)}"] = _mr_fbeta(beta, ppv, recall, fp + fn)
     return out

@@ -37,8 +37,12 @@ class Relabelling:
     @classmethod
     def of(cls, ov: Overlaps, matching: Matching, matched: list[int]) -> "Relabelling":
         pairs = sorted((int(ov.pred_ids[p]), k) for k, r in enumerate(matched, 1) for p in matching.pairs[r])
-        return cls(ov.ref_ids[matched], np.array([p for p, _ in pairs], np.int64), np.array([k for _, k in pairs], np.int64),
-                   len(matched))
+        return cls(
+            ov.ref_ids[matched],
+            np.array([p for p, _ in pairs], np.int64),
+            np.array([k for _, k in pairs], np.int64),
+            len(matched),
+        )
 
     def table(self, ids: np.ndarray, values: np.ndarray, top: int) -> np.ndarray | None:
         """A lookup table over the labels up to ``top`` (None when the ids are too large)."""
@@ -67,8 +71,9 @@ class Relabelling:
         return np.where(ids[position] == labels, values[position], 0).astype(np.int32)
 
 
-def evaluate(ref: np.ndarray, pred: np.ndarray, ov: Overlaps, matching: Matching, metrics, definition: str, options,
-             spacing) -> dict[int, dict]:
+def evaluate(
+    ref: np.ndarray, pred: np.ndarray, ov: Overlaps, matching: Matching, metrics, definition: str, options, spacing
+) -> dict[int, dict]:
     """Reference index -> {key: value} for every matched reference."""
     matched = sorted(matching.pairs)
     if not matched:
@@ -81,8 +86,17 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, ov: Overlaps, matching: Matching
         for r, surfaces in zip(matched, _surfaces(ref, pred, relabelling, dense, spacing)):
             results[r].update(_reduce(surfaces, definition, options, spacing))
     if any(m in metrics for m in ("cldice", "boundary_iou", "centre_distance")):
-        _shapes(relabelling.map(ref, "ref"), relabelling.map(pred, "pred"), dense, matched, results, metrics, definition,
-                options, spacing)
+        _shapes(
+            relabelling.map(ref, "ref"),
+            relabelling.map(pred, "pred"),
+            dense,
+            matched,
+            results,
+            metrics,
+            definition,
+            options,
+            spacing,
+        )
     return results
 
 
@@ -98,8 +112,9 @@ def _overlap(ov: Overlaps, pair_inter: dict, preds: list[int], r: int, definitio
 
 def _surfaces(ref: np.ndarray, pred: np.ndarray, relabelling: Relabelling, ids: np.ndarray, spacing) -> list[Surfaces]:
     """Both directed distance lists of every matched instance, in the order of ``ids``."""
-    ref_edge, pred_edge, to_pred, to_ref = both_ways(lambda: relabelling.edges(ref, "ref", spacing),
-                                                     lambda: relabelling.edges(pred, "pred", spacing), spacing, labelled=True)
+    ref_edge, pred_edge, to_pred, to_ref = both_ways(
+        lambda: relabelling.edges(ref, "ref", spacing), lambda: relabelling.edges(pred, "pred", spacing), spacing, labelled=True
+    )
     ref_split, pred_split = _split(ref_edge.marks, to_pred, ids), _split(pred_edge.marks, to_ref, ids)
     return [Surfaces("voxels", a, b) for a, b in zip(ref_split, pred_split)]
 
@@ -109,7 +124,7 @@ def _split(labels: np.ndarray, values: np.ndarray, ids: np.ndarray) -> list[np.n
     order = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[order], np.concatenate([ids, ids[-1:] + 1]))
     ordered = values[order]
-    return [ordered[bounds[i]:bounds[i + 1]] for i in range(ids.size)]
+    return [ordered[bounds[i] : bounds[i + 1]] for i in range(ids.size)]
 
 
 def _reduce(surfaces: Surfaces, definition: str, options, spacing) -> dict:
@@ -124,8 +139,9 @@ def _shapes(ref_map, pred_map, ids, matched, results, metrics, definition, optio
     ref_boxes, pred_boxes = ndimage.find_objects(ref_map), ndimage.find_objects(pred_map)
     for r, label in zip(matched, ids.tolist()):
         boxes = [b[label - 1] for b in (ref_boxes, pred_boxes) if label - 1 < len(b) and b[label - 1] is not None]
-        window = tuple(slice(max(min(b[a].start for b in boxes) - 1, 0), max(b[a].stop for b in boxes) + 1)
-                       for a in range(ref_map.ndim))
+        window = tuple(
+            slice(max(min(b[a].start for b in boxes) - 1, 0), max(b[a].stop for b in boxes) + 1) for a in range(ref_map.ndim)
+        )
         a, b = ref_map[window] == label, pred_map[window] == label
         if "cldice" in metrics:
             results[r]["cldice"] = shape.cldice(a, b)["cldice"]

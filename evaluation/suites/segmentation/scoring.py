@@ -80,8 +80,7 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
-    return {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results,
-            "instances": details}
+    return {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results, "instances": details}
 
 
 def scan(truth: np.ndarray, pred: np.ndarray, labels: tuple[int, ...]):
@@ -121,7 +120,9 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
         out.update(distance_metrics(options, box))
     masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
     if "boundary_iou" in wanted:
-        out.update({f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances})
+        out.update(
+            {f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances}
+        )
     if wanted & {"cldice", "topology"}:
         out.update(shape.cldice(*masks))
     if "centre_distance" in wanted:
@@ -135,7 +136,9 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
         else:
             full = _full_connectivity(options, box.truth.ndim)
             ref_instances, pred_instances = (components(m, full) for m in masks)
-        summary, details = instance_scores.evaluate(ref_instances, pred_instances, options, _instance_spacing(options, box.spacing))
+        summary, details = instance_scores.evaluate(
+            ref_instances, pred_instances, options, _instance_spacing(options, box.spacing)
+        )
         empties.apply_instances(summary, options, n_ref, n_pred)
         found["instances"] = summary
     return found, details

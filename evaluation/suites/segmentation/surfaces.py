@@ -97,21 +97,38 @@ def bounding_box(mask: np.ndarray) -> tuple[slice, ...]:
 
 
 def voxel_surfaces(box: Box) -> Surfaces:
-    ref, pred, to_pred, to_ref = both_ways(lambda: edge_points(box.truth, box.spacing, box.membership, box.default),
-                                           lambda: edge_points(box.pred, box.spacing, box.membership, box.default), box.spacing)
-    return Surfaces("voxels", to_pred, to_ref, ref_virtual=_virtual(ref, box) if not pred.size else None,
-                    pred_virtual=_virtual(pred, box) if not ref.size else None)
+    ref, pred, to_pred, to_ref = both_ways(
+        lambda: edge_points(box.truth, box.spacing, box.membership, box.default),
+        lambda: edge_points(box.pred, box.spacing, box.membership, box.default),
+        box.spacing,
+    )
+    return Surfaces(
+        "voxels",
+        to_pred,
+        to_ref,
+        ref_virtual=_virtual(ref, box) if not pred.size else None,
+        pred_virtual=_virtual(pred, box) if not ref.size else None,
+    )
 
 
 def surfel_surfaces(box: Box, areas: np.ndarray) -> Surfaces:
     """Corner surfels; ``areas`` maps a neighbourhood code to its area (``surfels.area_table``
     or MONAI's float32 version)."""
-    ref, pred, to_pred, to_ref = both_ways(lambda: surfels.corner_points(box.truth, box.spacing, box.membership, box.default),
-                                           lambda: surfels.corner_points(box.pred, box.spacing, box.membership, box.default),
-                                           box.spacing)
+    ref, pred, to_pred, to_ref = both_ways(
+        lambda: surfels.corner_points(box.truth, box.spacing, box.membership, box.default),
+        lambda: surfels.corner_points(box.pred, box.spacing, box.membership, box.default),
+        box.spacing,
+    )
     rank = np.unique(areas, return_inverse=True)[1]
-    return Surfaces("surfels", to_pred, to_ref, ref_area=areas[ref.marks], pred_area=areas[pred.marks],
-                    ref_area_rank=rank[ref.marks], pred_area_rank=rank[pred.marks])
+    return Surfaces(
+        "surfels",
+        to_pred,
+        to_ref,
+        ref_area=areas[ref.marks],
+        pred_area=areas[pred.marks],
+        ref_area_rank=rank[ref.marks],
+        pred_area_rank=rank[pred.marks],
+    )
 
 
 def _virtual(points: PointSet, box: Box) -> np.ndarray:
