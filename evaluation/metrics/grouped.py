@@ -11,7 +11,7 @@ or of ``torch.quantile`` on float32 (ATen ``quantile``: rank ``q * (n - 1)`` in 
 
 import numpy as np
 
-from evaluation.metrics.lee_thinning import numba
+from evaluation.metrics.jit import numba
 
 
 def counting_order(keys: np.ndarray, size: int) -> np.ndarray:

@@ -10,7 +10,7 @@ sizes are counted in the same pass, and only voxels in both foregrounds produce 
 
 import numpy as np
 
-from evaluation.metrics.lee_thinning import numba
+from evaluation.metrics.jit import numba
 from evaluation.metrics.overlap import contingency
 
 DIRECT_IDS = 1 << 24  # larger ids are counted by sorting (metrics.overlap.contingency)

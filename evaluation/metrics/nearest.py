@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from evaluation.metrics.lee_thinning import numba  # numba, with its cache folder set up for read-only installs
+from evaluation.metrics.jit import numba
 
 # Search radius in units of the smallest spacing: a point farther than this from the target
 # surface is looked up in a KD-tree instead (a few per cent of the points at most).

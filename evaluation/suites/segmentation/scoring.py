@@ -15,7 +15,7 @@ import numpy as np
 
 from evaluation.errors import SubmissionError
 from evaluation.metrics import surfels
-from evaluation.metrics.lee_thinning import numba
+from evaluation.metrics.jit import numba
 from evaluation.metrics.nearest import as_3d
 from evaluation.suites.segmentation import distances, empties, instance_scores, overlap, shape
 from evaluation.suites.segmentation.inputs import CaseTask, read_case, refuse_unknown_labels
