@@ -112,6 +112,43 @@ def multiclass_submission(root: Path, suffix: str = ".nii.gz") -> Path:
     return folder
 
 
+def segmentation_phase(root: Path, extra: str = "classes: [1, 2]\nmetrics: [dice, hd, hd_percentile, assd, nsd]\n") -> Path:
+    """The multiclass cases (truth as MetaImage) scored by the generic segmentation suite."""
+    phase = root / f"{MARKER}-phase"
+    for i in (1, 2):
+        itk_image(truth_map(i), phase / f"{MARKER}-labels" / f"case_{i}.mha")
+    return _phase_file(phase, f"suite: segmentation\ntruth: {MARKER}-labels\n{extra}")
+
+
+SEGMENTATION_INSTANCES = (48, 50, 50)
+
+
+def segmentation_instance_phase(root: Path) -> Path:
+    """Two cases of instance maps (three blocks) scored with matching and per-instance metrics."""
+    phase = root / f"{MARKER}-phase"
+    for i in (1, 2):
+        itk_image(segmentation_instances(), phase / f"{MARKER}-labels" / f"case_{i}.mha")
+    return _phase_file(
+        phase,
+        f"suite: segmentation\ntruth: {MARKER}-labels\ninput: instances\nmetrics: [dice]\n"
+        "instance_metrics: [detection, panoptic, dice, hd_percentile]\n",
+    )
+
+
+def segmentation_instances() -> np.ndarray:
+    labels = np.zeros(SEGMENTATION_INSTANCES, np.uint32)
+    for k in range(3):
+        labels[5:30, 5 + 14 * k : 15 + 14 * k, 10:40] = k + 1
+    return labels
+
+
+def segmentation_instance_submission(root: Path, case_1: np.ndarray | None = None) -> Path:
+    folder = root / "input"
+    for i in (1, 2):
+        itk_image(segmentation_instances() if i == 2 or case_1 is None else case_1, folder / f"case_{i}.mha")
+    return folder
+
+
 def multiclass_with(write: Callable[[Path], None], name: str = "case_1") -> Callable[[Path], Path]:
     """The two-case multiclass submission with case 1 replaced by what ``write(folder)`` makes."""
 
@@ -1352,6 +1389,50 @@ KINDS = [
         lambda r: _png_declaring(annotators_submission(r)),
         ("img_1_segPred.png",),
         CASE_FAILURE,
+    ),
+    # --- generic segmentation metrics: label maps checked against the truth's grid and classes
+    _multiclass_fails(
+        "segmentation: spacing mismatch",
+        _itk(truth_map(1), spacing=(1.0, 1.0, 3.0)),
+        ("case_1.nii.gz", "spacing"),
+        phase=segmentation_phase,
+    ),
+    _multiclass_fails(
+        "segmentation: shape mismatch", _itk(truth_map(1)[:, :, :5]), ("case_1.nii.gz", "shape"), phase=segmentation_phase
+    ),
+    _multiclass_fails(
+        "segmentation: label that is no class",
+        _itk(truth_map(1) * 3),
+        ("case_1.nii.gz", "no class", "6"),
+        phase=segmentation_phase,
+    ),
+    _multiclass_fails(
+        "segmentation: 4-D label map", _mask_of(truth_map(1)[None]), ("case_1.npy", "shape"), phase=segmentation_phase
+    ),
+    _multiclass_fails(
+        "segmentation: fractional labels", _itk(truth_map(1) * 0.5), ("case_1.nii.gz", "non-integer"), phase=segmentation_phase
+    ),
+    _multiclass_fails(
+        "segmentation: MetaImage header declaring 1600^3 voxels",
+        mha_declaring((1600, 1600, 1600)),
+        ("case_1.mha", "declares 4096000000 bytes"),
+        phase=segmentation_phase,
+    ),
+    Kind(
+        "segmentation: 120 000 instances in one class",
+        segmentation_instance_phase,
+        lambda r: segmentation_instance_submission(
+            r, np.arange(np.prod(SEGMENTATION_INSTANCES), dtype=np.uint32).reshape(SEGMENTATION_INSTANCES)
+        ),
+        ("case_1.mha", "instances"),
+        CASE_FAILURE,
+    ),
+    Kind(
+        "segmentation: instance ids near 2^32",
+        segmentation_instance_phase,
+        lambda r: segmentation_instance_submission(r, (segmentation_instances() * np.uint32(1 << 30)).astype(np.uint32)),
+        outcome=SCORED,
+        check=_scores_like_native,
     ),
 ]
 

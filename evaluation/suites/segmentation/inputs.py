@@ -1,0 +1,156 @@
+"""Finding the cases, pairing each prediction with its truth, and reading both as label maps
+on the same grid.
+
+Phase: ``phase.yaml`` and one truth label map per case in ``truth`` (default ``labels/``),
+named ``<case>.<ext>`` in any format the readers take (NIfTI, MHA, NRRD, PNG, TIFF, HDF5,
+zarr, npy). Submission: one label map per case, matched by name, anywhere in the upload. A
+file that matches no case rejects the submission (it is almost always a naming mistake); a
+missing case rejects it too unless ``missing_cases`` says otherwise. A case whose file cannot
+be read, is on another grid than its truth, or holds labels that are no class fails alone.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evaluation.contract import Payload
+from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.phase import Phase
+from evaluation.readers import images
+from evaluation.readers.volume import Volume
+from evaluation.submission import Submission
+from evaluation.suites.segmentation.options import Options
+
+# Peak bytes per voxel of a case: both label maps (up to 8 bytes each as read, int64 after a
+# float conversion) and the per-class masks, boundaries and label copies of the box.
+BYTES_PER_VOXEL = 40
+
+
+@dataclass(frozen=True)
+class CaseTask(Payload):
+    """One case to score: where its truth and prediction are, and what to compute."""
+
+    case: str
+    truth: str
+    prediction: str | None  # None: missing, scored as an empty prediction (missing_cases: empty)
+    display: str
+    options: Options
+
+
+def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
+    """Case name -> truth file, from the phase's truth folder (the organizer's files: any
+    problem is the phase's, not the participant's)."""
+    folder = phase.path(options.truth)
+    problem = None if folder.is_dir() else f"phase.yaml: the truth folder {options.truth!r} does not exist"
+    cases: dict[str, Path] = {}
+    if problem is None:
+        try:
+            cases = Submission(folder).case_files()
+        except SubmissionError as exc:
+            problem = f"truth folder: {exc}"
+    dotted = sorted(case for case in cases if "." in case)
+    if problem is None and not cases:
+        problem = "the truth folder holds no label maps"
+    elif problem is None and dotted:
+        problem = f"truth case names must not contain dots (metrics keys cannot): {dotted[0]!r}"
+    if problem:
+        raise PhaseError(problem)
+    return cases
+
+
+def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) -> list[str]:
+    """The cases to score, sorted; unknown files and (by default) missing cases reject."""
+    unknown = sorted(set(submitted) - set(truth))
+    if unknown:
+        shown = ", ".join(submitted[c].name for c in unknown[:5])
+        raise SubmissionError(
+            f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
+            "name each file after its test case"
+        )
+    missing = sorted(set(truth) - set(submitted))
+    if missing and policy == "reject":
+        shown = ", ".join(missing[:5])
+        raise SubmissionError(
+            f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
+        )
+    return sorted(truth) if policy == "empty" else sorted(submitted)
+
+
+def memory_estimate(path: Path) -> int:
+    """Bytes a case needs, from the truth's header (its file size if the header cannot be
+    read: the worker then reports why)."""
+    try:
+        voxels = images.voxel_count(path, display="a ground-truth label map", trusted=True)
+    except GraderError:
+        voxels = path.stat().st_size if path.is_file() else 1 << 20
+    return voxels * BYTES_PER_VOXEL + (64 << 20)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading one case (in the worker)
+
+
+def integer_labels(volume: Volume, display: str, error) -> np.ndarray:
+    """The array as integer labels: integers and booleans as they are, floats only if every
+    value is a whole number (label maps are often saved as floats), nothing negative."""
+    array = volume.array
+    if array.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            whole = array.astype(np.int64)
+        if not np.array_equal(whole, array):
+            raise error(f"{display}: holds non-integer values; a label map must hold whole numbers (0 = background)")
+        array = whole
+    elif array.dtype.kind == "b":
+        array = array.view(np.uint8)
+    elif array.dtype.kind not in "iu":
+        raise error(f"{display}: has data type {array.dtype}; a label map must hold integers")
+    if array.dtype.kind == "i" and array.size and int(array.min()) < 0:
+        raise error(f"{display}: holds negative labels (e.g. {int(array.min())}); labels are 0 (background) or positive")
+    if array.ndim not in (2, 3):
+        raise error(f"{display}: has {array.ndim} dimensions; the segmentation suite scores 2-D and 3-D images")
+    return array
+
+
+def _grid_only(volume: Volume, path: str) -> Volume:
+    """PNG stores no spacing or origin (SimpleITK reports 1 and 0): its shape only counts."""
+    return Volume(volume.array) if images.suffix(Path(path)) == ".png" else volume
+
+
+def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]]:
+    """(truth, prediction, spacing) of a case, the prediction checked against the truth."""
+    truth_display = f"the ground truth of case {task.case}"
+    try:
+        truth_volume = images.read(Path(task.truth), display=truth_display, trusted=True)
+    except SubmissionError as exc:
+        raise PhaseError(f"case {task.case}: {exc}") from None
+    truth = integer_labels(truth_volume, truth_display, PhaseError)
+    if task.prediction is None:
+        pred = np.zeros(truth.shape, np.uint8)
+    else:
+        volume = images.read(Path(task.prediction), display=task.display, max_voxels=truth.size)
+        images.check_geometry(_grid_only(volume, task.prediction), _grid_only(truth_volume, task.truth), task.display)
+        pred = integer_labels(volume, task.display, SubmissionError)
+    return truth, pred, spacing_of(task.options, _grid_only(truth_volume, task.truth), truth.ndim)
+
+
+def spacing_of(options: Options, truth: Volume, ndim: int) -> tuple[float, ...]:
+    if options.spacing == "voxel":
+        return (1.0,) * ndim
+    if options.spacing == "header":
+        return tuple(float(s) for s in truth.spacing) if truth.spacing is not None else (1.0,) * ndim
+    if len(options.spacing) != ndim:
+        raise PhaseError(f"phase.yaml: spacing has {len(options.spacing)} values for {ndim}-D images")
+    return tuple(float(s) for s in options.spacing)
+
+
+def refuse_unknown_labels(pred: np.ndarray, known: tuple[int, ...], display: str) -> None:
+    """A predicted label that is no class usually means another label convention (255 for
+    foreground, ids from another dataset): reported rather than scored as background."""
+    present = np.unique(pred) if pred.dtype.itemsize > 2 else np.flatnonzero(np.bincount(pred.ravel()))
+    unknown = np.setdiff1d(present, np.array((0, *known)))
+    if unknown.size:
+        shown = ", ".join(str(v) for v in unknown[:5]) + (", ..." if unknown.size > 5 else "")
+        raise SubmissionError(
+            f"{display}: holds labels that are no class of this challenge ({shown}); expected 0 and {', '.join(map(str, known))}"
+        )

@@ -1,0 +1,235 @@
+"""The phase's choices: which classes, which metrics, whose definition of each.
+
+Every default is the schema's (``schemas/phase.schema.json``, suite ``segmentation``), read
+through ``Phase.option``. Metrics are grouped in families; each family follows one library's
+definition (``definition``, overridable per family in ``definitions``), because the libraries
+disagree family by family: what a surface is and how a percentile, a mean or a tolerance is
+taken (distance), what empty masks score and in which precision (overlap), how instances are
+matched and counted (instances).
+"""
+
+import re
+from dataclasses import dataclass
+
+from evaluation.errors import PhaseError
+from evaluation.phase import Phase
+
+LIBRARIES = ("panoptica", "metricsreloaded", "monai", "deepmind")
+OVERLAP = (
+    "counts",
+    "dice",
+    "iou",
+    "precision",
+    "recall",
+    "fbeta",
+    "specificity",
+    "npv",
+    "accuracy",
+    "balanced_accuracy",
+    "mcc",
+    "cohens_kappa",
+    "youden",
+    "lr_plus",
+    "volume_difference",
+    "abs_volume_difference",
+)
+DISTANCE = ("hd", "hd_percentile", "assd", "masd", "asd", "nsd", "surface_overlap", "surface_size")
+FAMILY = {
+    **dict.fromkeys(OVERLAP, "overlap"),
+    **dict.fromkeys(DISTANCE, "distance"),
+    "boundary_iou": "boundary_iou",
+    "cldice": "topology",
+    "topology": "topology",
+    "centre_distance": "centre",
+}
+FAMILIES = ("overlap", "distance", "boundary_iou", "topology", "centre", "instances")
+SUMMARIES = ("detection", "panoptic")
+PER_INSTANCE = (
+    "dice",
+    "iou",
+    "hd",
+    "hd_percentile",
+    "assd",
+    "masd",
+    "nsd",
+    "boundary_iou",
+    "cldice",
+    "volume_difference",
+    "abs_volume_difference",
+    "centre_distance",
+    "ref_size",
+)
+# Keys where a lower value is better; ranking by a signed difference or a count is refused.
+LOWER_IS_BETTER = re.compile(r"^(hd.*|assd|masd|asd_.*|abs_volume_difference|centre_distance)$")
+UNRANKABLE = re.compile(r"^(tp|fp|fn|tn|n_ref|n_pred|volume_difference|surface_.*|iou_sum|ref_.*)$")
+INSTANCE_KEYS = ("n_ref", "n_pred", "tp", "fp", "fn", "precision", "recall", "f1")
+PANOPTIC_KEYS = ("sq", "pq", "rq", "iou_sum")
+
+
+def number_key(value) -> str:
+    """A number as part of a metrics key (keys hold no dots): 95 -> '95', 0.5 -> '0p5'."""
+    return value if isinstance(value, str) else f"{float(value):g}".replace(".", "p").replace("-", "m")
+
+
+@dataclass(frozen=True)
+class ClassDef:
+    name: str
+    labels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Options:
+    truth: str
+    instances_input: bool  # label maps hold instance ids (one class: the foreground)
+    classes: tuple[ClassDef, ...]
+    metrics: tuple[str, ...]
+    definitions: dict  # family -> library
+    percentiles: tuple[float, ...]
+    nsd_tolerances: tuple  # floats, or "min_spacing"
+    fbeta: tuple[float, ...]
+    boundary_iou_distances: tuple[float, ...]
+    monai_subvoxels: bool
+    spacing: object  # "header", "voxel" or a list of numbers
+    empty_masks: str
+    empty_values: dict
+    instance_metrics: tuple[str, ...]
+    matching: str
+    match_threshold: float
+    match_rule: str
+    connectivity: str
+    instance_spacing: str
+    statistics: tuple[str, ...]
+    nan_policy: str
+    ranking: str
+    ranking_statistic: str
+    missing_cases: str
+    unknown_labels: str
+
+    @classmethod
+    def from_phase(cls, phase: Phase) -> "Options":
+        instances_input = phase.option("input") == "instances"
+        chosen = dict(phase.option("definitions"))
+        options = cls(
+            truth=phase.option("truth"),
+            instances_input=instances_input,
+            classes=parse_classes(phase.option("classes"), instances_input),
+            metrics=tuple(phase.option("metrics")),
+            definitions={family: chosen.get(family, phase.option("definition")) for family in FAMILIES},
+            percentiles=tuple(float(p) for p in phase.option("percentiles")),
+            nsd_tolerances=tuple(t if isinstance(t, str) else float(t) for t in phase.option("nsd_tolerances")),
+            fbeta=tuple(float(b) for b in phase.option("fbeta")),
+            boundary_iou_distances=tuple(float(d) for d in phase.option("boundary_iou_distances")),
+            monai_subvoxels=phase.option("monai_subvoxels"),
+            spacing=phase.option("spacing"),
+            empty_masks=phase.option("empty_masks"),
+            empty_values=dict(phase.option("empty_values")),
+            instance_metrics=tuple(phase.option("instance_metrics")),
+            matching=phase.option("matching"),
+            match_threshold=float(phase.option("match_threshold")),
+            match_rule=phase.option("match_rule"),
+            connectivity=phase.option("connectivity"),
+            instance_spacing=phase.option("instance_spacing"),
+            statistics=tuple(phase.option("statistics")),
+            nan_policy=phase.option("nan_policy"),
+            ranking=phase.option("ranking") or "",
+            ranking_statistic=phase.option("ranking_statistic"),
+            missing_cases=phase.option("missing_cases"),
+            unknown_labels=phase.option("unknown_labels"),
+        )
+        options.validate()
+        return options
+
+    def definition(self, family: str) -> str:
+        return self.definitions[family]
+
+    @property
+    def instance_evaluation(self) -> bool:
+        return bool(self.instance_metrics)
+
+    @property
+    def label_ids(self) -> tuple[int, ...]:
+        return tuple(sorted({label for c in self.classes for label in c.labels}))
+
+    def keys(self) -> list[str]:
+        """Every per-class key the chosen metrics produce, in output order."""
+        found = [key for metric in self.metrics for key in metric_keys(metric, self)]
+        if self.instance_evaluation:
+            found += [f"instances_{key}" for key in instance_keys(self)]
+        return found
+
+    def __post_init__(self):
+        if not self.ranking:  # the first key with a better direction
+            object.__setattr__(
+                self, "ranking", next((k for k in self.keys() if not UNRANKABLE.match(k.removeprefix("instances_"))), "")
+            )
+
+    def validate(self) -> None:
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise PhaseError("phase.yaml: two classes have the same name")
+        if self.ranking not in self.keys():
+            raise PhaseError(
+                f"phase.yaml: ranking {self.ranking!r} is not one of the metrics this phase computes ({', '.join(self.keys())})"
+            )
+        if UNRANKABLE.match(self.ranking.removeprefix("instances_")):
+            raise PhaseError(f"phase.yaml: ranking {self.ranking!r} has no better direction; rank by a score")
+        unknown = sorted(set(self.empty_values) - set(FAMILY) - set(SUMMARIES))
+        if unknown:
+            raise PhaseError(f"phase.yaml: empty_values names unknown metrics {unknown}")
+
+
+def metric_keys(metric: str, options: Options) -> list[str]:
+    if metric == "counts":
+        return ["tp", "fp", "fn", "tn", "n_ref", "n_pred"]
+    if metric == "fbeta":
+        return [f"f{number_key(b)}" for b in options.fbeta]
+    if metric == "hd_percentile":
+        return [f"hd{number_key(p)}" for p in options.percentiles]
+    if metric == "asd":
+        return ["asd_ref_to_pred", "asd_pred_to_ref"]
+    if metric == "nsd":
+        return [f"nsd_{number_key(t)}" for t in options.nsd_tolerances]
+    if metric == "surface_overlap":
+        return [f"nsd_{side}_{number_key(t)}" for t in options.nsd_tolerances for side in ("ref", "pred")]
+    if metric == "surface_size":
+        return ["surface_ref", "surface_pred", "surface_area_ref", "surface_area_pred"]
+    if metric == "boundary_iou":
+        return [f"boundary_iou_{number_key(d)}" for d in options.boundary_iou_distances]
+    if metric == "topology":
+        return ["topology_precision", "topology_sensitivity"]
+    return [metric]
+
+
+def instance_keys(options: Options) -> list[str]:
+    found = []
+    for metric in options.instance_metrics:
+        if metric == "detection":
+            found += INSTANCE_KEYS
+        elif metric == "panoptic":
+            found += PANOPTIC_KEYS
+        else:
+            for key in metric_keys(metric, options) if metric != "ref_size" else ["ref_voxels", "ref_volume"]:
+                found += [f"mean_{key}", f"std_{key}"] + ([f"pq_{key}"] if key in ("dice", "iou", "cldice") else [])
+    return found
+
+
+def higher_is_better(key: str) -> bool:
+    return not LOWER_IS_BETTER.match(key.removeprefix("instances_").removeprefix("mean_"))
+
+
+def parse_classes(value, instances_input: bool) -> tuple[ClassDef, ...]:
+    """``classes``: a list of label ids, or {name: id or [ids]} (a region: the union of its
+    labels). Instance maps have one class, their foreground, whatever is configured."""
+    if instances_input:
+        return (ClassDef("foreground", ()),)
+    if not value:
+        raise PhaseError("phase.yaml: the segmentation suite needs 'classes' (label ids, or {name: id or [ids]})")
+    if isinstance(value, list):
+        return tuple(ClassDef(str(label), (int(label),)) for label in value)
+    found = []
+    for name, labels in value.items():
+        members = tuple(sorted({int(v) for v in (labels if isinstance(labels, list) else [labels])}))
+        if 0 in members:
+            raise PhaseError(f"phase.yaml: class {name!r} includes label 0, the background")
+        found.append(ClassDef(str(name), members))
+    return tuple(found)

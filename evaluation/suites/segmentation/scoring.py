@@ -1,0 +1,169 @@
+"""Scoring one case: one contingency pass for every class's overlap counts, then per class,
+inside its own bounding box, one distance pass per surface kind, the shape metrics and the
+instance evaluation; every metric of every family derives from those.
+
+One compiled pass over both maps maps every label to its class slot, counts the (truth,
+prediction) slot pairs and finds every slot's bounding box. A class is then only looked at
+inside its box, through a lookup table of its labels (surfaces are read straight from the
+label maps; masks are built only for the metrics that need them), so no class costs a pass
+over the whole image.
+"""
+
+import math
+
+import numpy as np
+
+from evaluation.errors import SubmissionError
+from evaluation.metrics import surfels
+from evaluation.metrics.jit import numba
+from evaluation.metrics.nearest import as_3d
+from evaluation.suites.segmentation import distances, empties, instance_scores, overlap, shape
+from evaluation.suites.segmentation.inputs import CaseTask, read_case, refuse_unknown_labels
+from evaluation.suites.segmentation.instances import components
+from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, Options, metric_keys
+from evaluation.suites.segmentation.surfaces import Box, membership, monai_area_table, surfel_surfaces, voxel_surfaces
+
+SHAPE = {"boundary_iou", "cldice", "topology", "centre_distance"}
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan(truth, pred, lut, default, table, low, high):  # pragma: no cover - compiled
+    """One pass over both maps: each voxel's slot (``lut[label]``, ``default`` beyond the
+    table) counted in the (truth slot, prediction slot) table, and every slot's bounding box
+    over both maps (``low``/``high`` per slot and axis, ``high`` exclusive)."""
+    depth, rows, columns = truth.shape
+    background = 0
+    for z in range(depth):
+        for y in range(rows):
+            for x in range(columns):
+                t, p = truth[z, y, x], pred[z, y, x]
+                a = lut[t] if t < lut.size else default
+                b = lut[p] if p < lut.size else default
+                if a == 0 and b == 0:  # most voxels: counted once at the end
+                    background += 1
+                    continue
+                table[a, b] += 1
+                for slot in (a, b):
+                    if slot != 0:
+                        low[slot, 0] = min(low[slot, 0], z)
+                        low[slot, 1] = min(low[slot, 1], y)
+                        low[slot, 2] = min(low[slot, 2], x)
+                        high[slot, 0] = max(high[slot, 0], z + 1)
+                        high[slot, 1] = max(high[slot, 1], y + 1)
+                        high[slot, 2] = max(high[slot, 2], x + 1)
+    table[0, 0] += background
+
+
+def score_case(task: CaseTask) -> dict:
+    options = task.options
+    truth, pred, spacing = read_case(task)
+    if not options.instances_input and options.unknown_labels == "reject" and task.prediction is not None:
+        refuse_unknown_labels(pred, options.label_ids, task.display)
+    try:
+        return score_arrays(truth, pred, spacing, options)
+    except SubmissionError as exc:  # raised about the data, without the file's name
+        raise SubmissionError(f"{task.display}: {exc}") from None
+
+
+def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...], options: Options) -> dict:
+    """Every class's metrics of one case (``classes``), the instance matches (``instances``),
+    and the case's spacing, shape and diagonal (the worst distance of ``nan_policy: worst``)."""
+    labels = options.label_ids if not options.instances_input else ()
+    table, low, high = scan(truth, pred, labels)
+    results, details = {}, {}
+    for cls in options.classes:
+        members = np.array([labels.index(label) + 1 for label in cls.labels] or [1], np.int64)
+        window = class_window(low, high, members, truth.ndim)
+        lookup, default = membership(cls.labels)
+        box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
+        results[cls.name], found = score_class(options, table, members, box)
+        if found is not None:
+            details[cls.name] = found
+    diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
+    return {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results, "instances": details}
+
+
+def scan(truth: np.ndarray, pred: np.ndarray, labels: tuple[int, ...]):
+    """(pair table, box starts, box stops) of the class slots: slot i + 1 for the i-th declared
+    label, 0 for anything else; with no declared labels (instance maps), 1 for any non-zero
+    label."""
+    if labels:
+        lut, default = np.zeros(max(labels) + 1, np.int64), 0
+        lut[list(labels)] = np.arange(1, len(labels) + 1)
+    else:
+        lut, default = np.array([0, 1], np.int64), 1
+    width = max(len(labels), 1) + 1
+    table = np.zeros((width, width), np.int64)
+    low, high = np.full((width, 3), np.iinfo(np.int64).max, np.int64), np.zeros((width, 3), np.int64)
+    _scan(*(as_3d(m.view(np.uint8) if m.dtype == bool else m) for m in (truth, pred)), lut, default, table, low, high)
+    shift = 3 - truth.ndim  # a 2-D map is one plane: drop the plane axis of the boxes
+    return table, low[:, shift:], high[:, shift:]
+
+
+def class_window(low: np.ndarray, high: np.ndarray, members: np.ndarray, ndim: int) -> tuple[slice, ...]:
+    present = [m for m in members if high[m].any()]
+    if not present:  # the class is in neither map: one background voxel stands for it
+        return (slice(0, 1),) * ndim
+    return tuple(slice(int(low[present, a].min()), int(high[present, a].max())) for a in range(ndim))
+
+
+def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box):
+    """All metrics of one class (its slots ``members``, its ``box``) and its instance matches."""
+    tp = int(table[np.ix_(members, members)].sum())
+    n_ref, n_pred = int(table[members, :].sum()), int(table[:, members].sum())
+    counts = (tp, n_pred - tp, n_ref - tp, int(table.sum()) - n_ref - n_pred + tp)
+    out = {}
+    wanted = set(options.metrics)
+    if wanted & set(OVERLAP):
+        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta))
+    if wanted & set(DISTANCE):
+        out.update(distance_metrics(options, box))
+    masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
+    if "boundary_iou" in wanted:
+        out.update(
+            {f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances}
+        )
+    if wanted & {"cldice", "topology"}:
+        out.update(shape.cldice(*masks))
+    if "centre_distance" in wanted:
+        out["centre_distance"] = shape.centre_distance(*masks, box.spacing, options.definition("centre"))
+    found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
+    empties.apply(found, options, n_ref, n_pred)
+    details = None
+    if options.instance_evaluation:
+        if options.instances_input:
+            ref_instances, pred_instances = box.truth, box.pred
+        else:
+            full = _full_connectivity(options, box.truth.ndim)
+            ref_instances, pred_instances = (components(m, full) for m in masks)
+        summary, details = instance_scores.evaluate(
+            ref_instances, pred_instances, options, _instance_spacing(options, box.spacing)
+        )
+        empties.apply_instances(summary, options, n_ref, n_pred)
+        found["instances"] = summary
+    return found, details
+
+
+def distance_metrics(options: Options, box: Box) -> dict:
+    definition = options.definition("distance")
+    arguments = (options.percentiles, options.nsd_tolerances, box.spacing)
+    if definition == "deepmind":
+        return distances.deepmind(surfel_surfaces(box, surfels.area_table(box.spacing)), *arguments)
+    voxels = voxel_surfaces(box)
+    if definition == "monai":
+        corners = surfel_surfaces(box, monai_area_table(box.spacing)) if options.monai_subvoxels else None
+        return distances.monai(voxels, *arguments, surfels=corners)
+    return {"panoptica": distances.panoptica, "metricsreloaded": distances.metricsreloaded}[definition](voxels, *arguments)
+
+
+def _full_connectivity(options: Options, ndim: int) -> bool:
+    if options.connectivity != "definition":
+        return options.connectivity == "full"
+    return ndim == 3  # panoptica: scipy's face connectivity in 2-D, cc3d's 26 in 3-D
+
+
+def _instance_spacing(options: Options, spacing) -> tuple[float, ...]:
+    choice = options.instance_spacing
+    if choice == "definition":
+        choice = "voxel" if options.definition("instances") == "metricsreloaded" else "header"
+    return (1.0,) * len(spacing) if choice == "voxel" else tuple(spacing)
