@@ -80,8 +80,8 @@ RUNS = {
     "monai_keep_empty": ("semantic", "definition: monai\n" + KEEP_EMPTY),
     "monai_subvoxels": ("semantic", "definition: monai\nmonai_subvoxels: true\n"),
     "deepmind": ("semantic", "definition: deepmind\n"),
-    "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\n"),
-    "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\n"),
+    "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
+    "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
     **{
         name: (
             "instances",
@@ -559,19 +559,20 @@ GLOBAL = {
     "global_bin_nsd": "nsd_0p5",
     "global_bin_cldsc": "cldice",
     "global_bin_rvd": "volume_difference",
+    "global_bin_rvae": "abs_volume_difference",
 }
 
 
 @pytest.mark.parametrize("case", [c for c in sorted(MANIFEST) if MANIFEST[c].get("n_classes", 1) == 1])
 def test_panoptica_global_binary_metrics(run, case):
     """panoptica's ``global_bin_*``: the pairwise metrics without the spacing and with a 0.5
-    tolerance (``panoptica_result.py: _calc_global_bin_metric``), i.e. ``spacing: voxel``.
-    Where the masks do not intersect, panoptica uses its zero-TP rules instead (not compared)."""
+    tolerance (``panoptica_result.py: _calc_global_bin_metric``), i.e. ``spacing: voxel``;
+    where the masks do not intersect, its zero-TP rules (``panoptica_global: true``)."""
     semantic = MANIFEST[case]["kind"] != "instance"
     metrics, _ = run("panoptica_voxel" if semantic else "panoptica_voxel/fg")
     blocks = EXPECTED[case]["panoptica"]["semantic_cc" if semantic else "instance"]["naive_iou0.5"]
     block = blocks["full"] if "error" not in blocks["full"] else blocks["safe"]
     found = class_entry(metrics, case, "1" if semantic else "fg")
-    if not found["dice"]:
-        pytest.skip("the masks do not intersect: panoptica's zero-TP rules apply")
+    if found["tp"] == 0:  # panoptica raises for these (no zero-TP rule): null
+        assert [found[k] for k in ("hd", "hd95", "nsd_0p5", "centre_distance")] == [None] * 4
     assert not compare(found, block["ungrouped"], GLOBAL, case)

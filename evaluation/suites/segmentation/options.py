@@ -89,6 +89,7 @@ class Options:
     fbeta: tuple[float, ...]
     boundary_iou_distances: tuple[float, ...]
     monai_subvoxels: bool
+    panoptica_global: bool  # panoptica's pipeline zero-TP rules where the masks do not intersect
     spacing: object  # "header", "voxel" or a list of numbers
     empty_masks: str
     empty_values: dict
@@ -120,6 +121,7 @@ class Options:
             fbeta=tuple(float(b) for b in phase.option("fbeta")),
             boundary_iou_distances=tuple(float(d) for d in phase.option("boundary_iou_distances")),
             monai_subvoxels=phase.option("monai_subvoxels"),
+            panoptica_global=phase.option("panoptica_global"),
             spacing=phase.option("spacing"),
             empty_masks=phase.option("empty_masks"),
             empty_values=dict(phase.option("empty_values")),

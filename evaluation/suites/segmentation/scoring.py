@@ -128,6 +128,7 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     if "centre_distance" in wanted:
         out["centre_distance"] = shape.centre_distance(*masks, box.spacing, options.definition("centre"))
     found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
+    empties.apply_panoptica_global(found, options, tp, n_ref, n_pred)
     empties.apply(found, options, n_ref, n_pred)
     details = None
     if options.instance_evaluation:
