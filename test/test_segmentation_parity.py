@@ -80,6 +80,8 @@ RUNS = {
     "monai_keep_empty": ("semantic", "definition: monai\n" + KEEP_EMPTY),
     "monai_subvoxels": ("semantic", "definition: monai\nmonai_subvoxels: true\n"),
     "deepmind": ("semantic", "definition: deepmind\n"),
+    "metricsreloaded_corrected": ("semantic", "definition: metricsreloaded\ncorrections: [avdr_wraparound]\n"),
+    "metricsreloaded_corrected/fg": ("instances", "definition: metricsreloaded\ncorrections: [avdr_wraparound]\n"),
     "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
     "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
     **{
@@ -206,7 +208,7 @@ def pairwise_maps(case: str) -> dict:
             "cohens_kappa": "cohens_kappa",
             "youden_ind": "youden",
             "lr+": "lr_plus",
-            "avdr_float64_input": "abs_volume_difference",
+            "avdr": "abs_volume_difference",
             "hd": "hd",
             "hd95": "hd95",
             "assd": "assd",
@@ -301,6 +303,21 @@ def pairwise_problems(run, configuration: str, case: str) -> list[str]:
 )
 def test_pairwise_metrics(run, configuration, case):
     assert not pairwise_problems(run, configuration, case)
+
+
+@pytest.mark.parametrize("case", sorted(MANIFEST))
+def test_metricsreloaded_avdr_corrected(run, case):
+    """``corrections: [avdr_wraparound]``: MetricsReloaded's ``avdr`` as on float masks (the
+    kit's ``avdr_float64_input``), where on unsigned masks it wraps around (``avdr``, the
+    default, checked in test_pairwise_metrics)."""
+    semantic = MANIFEST[case]["kind"] != "instance"
+    metrics, _ = run("metricsreloaded_corrected" if semantic else "metricsreloaded_corrected/fg")
+    problems = []
+    for channel in channels(case):
+        expected = EXPECTED[case]["metricsreloaded"]["pairwise"][channel]
+        found = class_entry(metrics, case, channel)
+        problems += compare(found, expected, {"avdr_float64_input": "abs_volume_difference"}, f"{case}[{channel}]")
+    assert not problems
 
 
 # --------------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ class Options:
     boundary_iou_distances: tuple[float, ...]
     monai_subvoxels: bool
     panoptica_global: bool  # panoptica's pipeline zero-TP rules where the masks do not intersect
+    corrections: tuple[str, ...]  # library bugs corrected (the library's value by default)
     spacing: object  # "header", "voxel" or a list of numbers
     empty_masks: str
     empty_values: dict
@@ -122,6 +123,7 @@ class Options:
             boundary_iou_distances=tuple(float(d) for d in phase.option("boundary_iou_distances")),
             monai_subvoxels=phase.option("monai_subvoxels"),
             panoptica_global=phase.option("panoptica_global"),
+            corrections=tuple(phase.option("corrections")),
             spacing=phase.option("spacing"),
             empty_masks=phase.option("empty_masks"),
             empty_values=dict(phase.option("empty_values")),

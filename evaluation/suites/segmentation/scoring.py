@@ -115,7 +115,7 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     out = {}
     wanted = set(options.metrics)
     if wanted & set(OVERLAP):
-        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta))
+        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta, options.corrections))
     if wanted & set(DISTANCE):
         out.update(distance_metrics(options, box))
     masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
