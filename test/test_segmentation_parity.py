@@ -93,6 +93,14 @@ RUNS = {
         )
         for name, (definition, matching, threshold) in MATCHERS.items()
     },
+    # MultiClassPairwiseMeasures over the labels 0..K of the kit's K-class cases
+    **{
+        f"metricsreloaded_multiclass_{k}": (
+            "semantic",
+            f"suite: segmentation\nclasses: {list(range(1, k + 1))}\nmetrics: [dice, multiclass]\nunknown_labels: ignore\n",
+        )
+        for k in sorted({m["n_classes"] for m in MANIFEST.values() if m["kind"] == "multiclass"})
+    },
 }
 
 
@@ -124,7 +132,7 @@ def run(tmp_path_factory):
             if group == "semantic"
             else "suite: segmentation\ninput: instances\n"
         )
-        (phase / "phase.yaml").write_text(head + COMMON + extra)
+        (phase / "phase.yaml").write_text(extra if extra.startswith("suite:") else head + COMMON + extra)
         done = run_cli(root / group / "input", phase, root / group / f"out_{name.replace('/', '_')}")
         assert done.code == 0, done.stderr[-3000:]
         details = done.output / "instances.json"
@@ -318,6 +326,20 @@ def test_metricsreloaded_avdr_corrected(run, case):
         found = class_entry(metrics, case, channel)
         problems += compare(found, expected, {"avdr_float64_input": "abs_volume_difference"}, f"{case}[{channel}]")
     assert not problems
+
+
+MR_MULTICLASS = {"mcc": "mcc", "wck": "weighted_kappa", "ba": "balanced_accuracy", "ec": "expected_cost"}
+
+
+@pytest.mark.parametrize("case", [c for c, m in MANIFEST.items() if m["kind"] == "multiclass"])
+def test_metricsreloaded_multiclass(run, case):
+    """``metrics: [multiclass]``: ``MultiClassPairwiseMeasures`` on the flattened maps with the
+    labels 0..K, one set per case, and its statistics over the cases."""
+    metrics, _ = run(f"metricsreloaded_multiclass_{MANIFEST[case]['n_classes']}")
+    found = metrics["case"][case]["multiclass"]
+    assert not compare(found, EXPECTED[case]["metricsreloaded"]["multiclass"], MR_MULTICLASS, case)
+    summary = metrics["aggregates"]["multiclass"]["mcc"]
+    assert summary["n"] + summary["n_undefined"] == metrics["aggregates"]["n_cases"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -201,6 +201,8 @@ def metric_keys(metric: str, options: Options) -> list[str]:
         return [f"boundary_iou_{number_key(d)}" for d in options.boundary_iou_distances]
     if metric == "topology":
         return ["topology_precision", "topology_sensitivity"]
+    if metric == "multiclass":  # one set per case, not per class (scoring.score_arrays)
+        return []
     return [metric]
 
 
