@@ -162,6 +162,62 @@ def test_empty_conventions_per_library():
     assert math.isnan(overlap.deepmind(0, 0, 0, 25, [1])["dice"])
 
 
+def test_metricsreloaded_avdr_wraps_around_unless_corrected():
+    """1307 truth voxels, 1372 predicted: uint64 1307 - 1372 is 2**64 - 65, which float64 rounds
+    to 2**64 (the kit's bin2d_disks_iso); with the correction the true ratio."""
+    tp, fp, fn = 1200, 172, 107
+    assert overlap.metricsreloaded(tp, fp, fn, 5000, [1])["abs_volume_difference"] == 2.0**64 / 1307
+    corrected = overlap.metricsreloaded(tp, fp, fn, 5000, [1], ("avdr_wraparound",))["abs_volume_difference"]
+    assert corrected == 65 / 1307
+    assert overlap.metricsreloaded(tp, fn, fp, 5000, [1])["abs_volume_difference"] == 65 / 1372  # no wrap
+
+
+def test_panoptica_global_zero_tp_rules(tmp_path):
+    """Two single pixels five apart: panoptica's functions give ASSD 5, its pipeline's
+    global_bin_assd infinity; only the families that follow panoptica change."""
+    from evaluation import phase as phases
+    from evaluation.suites.segmentation.options import Options
+    from evaluation.suites.segmentation.scoring import score_arrays
+
+    ref, pred = two_points()
+    metrics = ["dice", "iou", "assd", "hd", "nsd", "cldice", "volume_difference", "centre_distance"]
+
+    def scored(**extra):
+        settings = {"classes": [1], "metrics": metrics, "definition": "panoptica", **extra}
+        options = Options.from_phase(phases.Phase(tmp_path, "segmentation", settings))
+        return score_arrays(ref.astype(np.uint8), pred.astype(np.uint8), (1.0, 1.0), options)["classes"]["1"]
+
+    plain, pipeline = scored(), scored(panoptica_global=True)
+    assert plain["assd"] == plain["hd"] == 5.0 and plain["volume_difference"] == 0.0
+    assert (pipeline["dice"], pipeline["iou"], pipeline["cldice"], pipeline["assd"]) == (0.0, 0.0, 0.0, math.inf)
+    assert math.isnan(pipeline["volume_difference"])
+    assert pipeline["hd"] is pipeline["nsd_1"] is pipeline["centre_distance"] is None
+    mixed = scored(panoptica_global=True, definitions={"distance": "metricsreloaded"})
+    assert mixed["assd"] == mixed["hd"] == 5.0 and mixed["dice"] == 0.0
+
+
+def test_multiclass_measures_of_a_perfect_and_a_swapped_map():
+    from evaluation.suites.segmentation import multiclass
+
+    table = np.diag([50, 30, 20])  # truth slot x prediction slot
+    assert multiclass.measures(table) == {"mcc": 1.0, "weighted_kappa": 1.0, "balanced_accuracy": 1.0, "expected_cost": 0.0}
+    table = np.array([[50, 3, 0], [2, 0, 30], [0, 20, 1]])
+    swapped = multiclass.measures(table)
+    truth, pred = (
+        np.repeat(np.nonzero(table)[0], table[np.nonzero(table)]),
+        np.repeat(np.nonzero(table)[1], table[np.nonzero(table)]),
+    )
+    one_hot_truth, one_hot_pred = np.eye(3)[truth], np.eye(3)[pred]
+    cov = [
+        sum(np.cov(a[:, f], b[:, f])[0, 1] for f in range(3))
+        for a, b in ((one_hot_pred, one_hot_truth), (one_hot_pred, one_hot_pred), (one_hot_truth, one_hot_truth))
+    ]
+    assert swapped["mcc"] == pytest.approx(cov[0] / math.sqrt(cov[1] * cov[2]), rel=1e-14)
+    assert swapped["balanced_accuracy"] == pytest.approx((50 / 53 + 0 / 32 + 1 / 21) / 3, rel=1e-15)  # recall per truth label
+    absent = multiclass.measures(np.array([[50, 0, 0], [0, 30, 0], [0, 0, 0]]))
+    assert math.isnan(absent["balanced_accuracy"]) and math.isnan(absent["expected_cost"])
+
+
 # --------------------------------------------------------------------------------------------
 # Properties
 

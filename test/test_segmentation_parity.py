@@ -80,8 +80,10 @@ RUNS = {
     "monai_keep_empty": ("semantic", "definition: monai\n" + KEEP_EMPTY),
     "monai_subvoxels": ("semantic", "definition: monai\nmonai_subvoxels: true\n"),
     "deepmind": ("semantic", "definition: deepmind\n"),
-    "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\n"),
-    "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\n"),
+    "metricsreloaded_corrected": ("semantic", "definition: metricsreloaded\ncorrections: [avdr_wraparound]\n"),
+    "metricsreloaded_corrected/fg": ("instances", "definition: metricsreloaded\ncorrections: [avdr_wraparound]\n"),
+    "panoptica_voxel": ("semantic", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
+    "panoptica_voxel/fg": ("instances", "definition: panoptica\nspacing: voxel\npanoptica_global: true\n"),
     **{
         name: (
             "instances",
@@ -90,6 +92,14 @@ RUNS = {
             + INSTANCE_METRICS[definition],
         )
         for name, (definition, matching, threshold) in MATCHERS.items()
+    },
+    # MultiClassPairwiseMeasures over the labels 0..K of the kit's K-class cases
+    **{
+        f"metricsreloaded_multiclass_{k}": (
+            "semantic",
+            f"suite: segmentation\nclasses: {list(range(1, k + 1))}\nmetrics: [dice, multiclass]\nunknown_labels: ignore\n",
+        )
+        for k in sorted({m["n_classes"] for m in MANIFEST.values() if m["kind"] == "multiclass"})
     },
 }
 
@@ -122,7 +132,7 @@ def run(tmp_path_factory):
             if group == "semantic"
             else "suite: segmentation\ninput: instances\n"
         )
-        (phase / "phase.yaml").write_text(head + COMMON + extra)
+        (phase / "phase.yaml").write_text(extra if extra.startswith("suite:") else head + COMMON + extra)
         done = run_cli(root / group / "input", phase, root / group / f"out_{name.replace('/', '_')}")
         assert done.code == 0, done.stderr[-3000:]
         details = done.output / "instances.json"
@@ -206,7 +216,7 @@ def pairwise_maps(case: str) -> dict:
             "cohens_kappa": "cohens_kappa",
             "youden_ind": "youden",
             "lr+": "lr_plus",
-            "avdr_float64_input": "abs_volume_difference",
+            "avdr": "abs_volume_difference",
             "hd": "hd",
             "hd95": "hd95",
             "assd": "assd",
@@ -301,6 +311,35 @@ def pairwise_problems(run, configuration: str, case: str) -> list[str]:
 )
 def test_pairwise_metrics(run, configuration, case):
     assert not pairwise_problems(run, configuration, case)
+
+
+@pytest.mark.parametrize("case", sorted(MANIFEST))
+def test_metricsreloaded_avdr_corrected(run, case):
+    """``corrections: [avdr_wraparound]``: MetricsReloaded's ``avdr`` as on float masks (the
+    kit's ``avdr_float64_input``), where on unsigned masks it wraps around (``avdr``, the
+    default, checked in test_pairwise_metrics)."""
+    semantic = MANIFEST[case]["kind"] != "instance"
+    metrics, _ = run("metricsreloaded_corrected" if semantic else "metricsreloaded_corrected/fg")
+    problems = []
+    for channel in channels(case):
+        expected = EXPECTED[case]["metricsreloaded"]["pairwise"][channel]
+        found = class_entry(metrics, case, channel)
+        problems += compare(found, expected, {"avdr_float64_input": "abs_volume_difference"}, f"{case}[{channel}]")
+    assert not problems
+
+
+MR_MULTICLASS = {"mcc": "mcc", "wck": "weighted_kappa", "ba": "balanced_accuracy", "ec": "expected_cost"}
+
+
+@pytest.mark.parametrize("case", [c for c, m in MANIFEST.items() if m["kind"] == "multiclass"])
+def test_metricsreloaded_multiclass(run, case):
+    """``metrics: [multiclass]``: ``MultiClassPairwiseMeasures`` on the flattened maps with the
+    labels 0..K, one set per case, and its statistics over the cases."""
+    metrics, _ = run(f"metricsreloaded_multiclass_{MANIFEST[case]['n_classes']}")
+    found = metrics["case"][case]["multiclass"]
+    assert not compare(found, EXPECTED[case]["metricsreloaded"]["multiclass"], MR_MULTICLASS, case)
+    summary = metrics["aggregates"]["multiclass"]["mcc"]
+    assert summary["n"] + summary["n_undefined"] == metrics["aggregates"]["n_cases"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -559,19 +598,20 @@ GLOBAL = {
     "global_bin_nsd": "nsd_0p5",
     "global_bin_cldsc": "cldice",
     "global_bin_rvd": "volume_difference",
+    "global_bin_rvae": "abs_volume_difference",
 }
 
 
 @pytest.mark.parametrize("case", [c for c in sorted(MANIFEST) if MANIFEST[c].get("n_classes", 1) == 1])
 def test_panoptica_global_binary_metrics(run, case):
     """panoptica's ``global_bin_*``: the pairwise metrics without the spacing and with a 0.5
-    tolerance (``panoptica_result.py: _calc_global_bin_metric``), i.e. ``spacing: voxel``.
-    Where the masks do not intersect, panoptica uses its zero-TP rules instead (not compared)."""
+    tolerance (``panoptica_result.py: _calc_global_bin_metric``), i.e. ``spacing: voxel``;
+    where the masks do not intersect, its zero-TP rules (``panoptica_global: true``)."""
     semantic = MANIFEST[case]["kind"] != "instance"
     metrics, _ = run("panoptica_voxel" if semantic else "panoptica_voxel/fg")
     blocks = EXPECTED[case]["panoptica"]["semantic_cc" if semantic else "instance"]["naive_iou0.5"]
     block = blocks["full"] if "error" not in blocks["full"] else blocks["safe"]
     found = class_entry(metrics, case, "1" if semantic else "fg")
-    if not found["dice"]:
-        pytest.skip("the masks do not intersect: panoptica's zero-TP rules apply")
+    if found["tp"] == 0:  # panoptica raises for these (no zero-TP rule): null
+        assert [found[k] for k in ("hd", "hd95", "nsd_0p5", "centre_distance")] == [None] * 4
     assert not compare(found, block["ungrouped"], GLOBAL, case)

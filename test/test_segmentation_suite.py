@@ -169,3 +169,20 @@ def test_a_ranking_key_that_is_not_computed_is_refused(case_folders):
     phase, submission, output = case_folders("classes: [1]\nmetrics: [dice]\nranking: hd95\n")
     done = run_cli(submission, phase, output)
     assert done.code != 0 and "hd95" in done.stderr
+
+
+def test_multiclass_measures_per_case_and_over_cases(case_folders):
+    """``metrics: [multiclass]``: one set per case over the declared labels (a region does not
+    add a label), in metrics.json only, with statistics over the cases."""
+    phase, submission, output = case_folders(
+        "classes: {left: 1, right: 2, ball: 3, block: [1, 2]}\nmetrics: [dice, multiclass]\n"
+    )
+    done = run_cli(submission, phase, output)
+    assert done.code == 0, done.stderr[-2000:]
+    validate_metrics(done.metrics)
+    cases = done.metrics["case"]
+    assert set(cases["case_1"]["multiclass"]) == {"mcc", "weighted_kappa", "balanced_accuracy", "expected_cost"}
+    assert 0 < cases["case_1"]["multiclass"]["mcc"] < 1
+    summary = done.metrics["aggregates"]["multiclass"]["mcc"]
+    assert summary["n"] == 2 and summary["mean"] == pytest.approx(np.mean([cases[c]["multiclass"]["mcc"] for c in cases]))
+    assert "multiclass" not in done.metrics["aggregates"]["overall"]

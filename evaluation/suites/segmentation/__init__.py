@@ -91,7 +91,13 @@ class Segmentation(Suite):
         summary = aggregate.summarize(options, scored, keys)
         score = aggregate.ranking_score(options, summary["overall"])
         cases = {
-            case: {"status": "scored", "prediction_file": files[case], "spacing": value["spacing"], "classes": value["classes"]}
+            case: {
+                "status": "scored",
+                "prediction_file": files[case],
+                "spacing": value["spacing"],
+                "classes": value["classes"],
+                **({"multiclass": value["multiclass"]} if "multiclass" in value else {}),
+            }
             for case, value in scored.items()
         }
         cases.update(

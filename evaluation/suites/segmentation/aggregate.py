@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from evaluation.contract import Outcome
+from evaluation.suites.segmentation import multiclass
 from evaluation.suites.segmentation.options import Options, higher_is_better
 
 WORST_SCORE = {"mcc": -1.0, "cohens_kappa": -1.0, "youden": -1.0}
@@ -74,7 +75,18 @@ def summarize(options: Options, scored: dict[str, dict], keys: list[str]) -> dic
             }
         classes[cls] = table
     overall = {key: {name: _mean([classes[c][key][name] for c in classes]) for name in options.statistics} for key in keys}
-    return {"classes": classes, "overall": overall}
+    out = {"classes": classes, "overall": overall}
+    if "multiclass" in options.metrics:  # one set per case: statistics over the cases, no nan policy
+        out["multiclass"] = {}
+        for key in multiclass.KEYS:
+            values = [v["multiclass"][key] for v in scored.values() if "multiclass" in v]
+            kept = [float(v) for v in values if defined(v)]
+            out["multiclass"][key] = {
+                **statistics(kept, options.statistics, "ignore"),
+                "n": len(kept),
+                "n_undefined": len(values) - len(kept),
+            }
+    return out
 
 
 def _mean(values) -> float | None:

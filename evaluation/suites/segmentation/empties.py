@@ -6,7 +6,9 @@ and situation (``empty_values``), e.g. MONAI's ``ignore_empty=False`` Dice: 1 fo
 masks, 0 for an empty truth.
 """
 
-from evaluation.suites.segmentation.options import metric_keys
+import math
+
+from evaluation.suites.segmentation.options import FAMILY, metric_keys
 
 # Metrics that describe the masks rather than compare them keep their values.
 KEPT = ("counts", "surface_size")
@@ -39,6 +41,37 @@ def apply(found: dict, options, n_ref: int, n_pred: int) -> None:
     for metric in options.metrics:
         if metric not in KEPT:
             _replace(found, [k for k in metric_keys(metric, options) if k in found], metric, where, options)
+
+
+# panoptica's default EdgeCaseHandler (utils/edge_case_handling.py), as its pipeline result
+# applies it to the global_bin_* metrics when the two masks do not intersect: (value with no
+# instance at all, value otherwise). Metrics without a rule raise there: null here.
+ZERO_TP = {
+    "dice": (math.nan, 0.0),
+    "iou": (math.nan, 0.0),
+    "cldice": (math.nan, 0.0),
+    "assd": (math.nan, math.inf),
+    "volume_difference": (math.nan, math.nan),
+    "abs_volume_difference": (math.nan, math.nan),
+    "hd": (None, None),
+    "hd_percentile": (None, None),
+    "nsd": (None, None),
+    "centre_distance": (None, None),
+}
+
+
+def apply_panoptica_global(found: dict, options, tp: int, n_ref: int, n_pred: int) -> None:
+    """``panoptica_global``: where truth and prediction do not intersect, the panoptica-defined
+    metrics take the zero-TP rules of panoptica's pipeline (``panoptica_result.py``,
+    ``PanopticaResult.__init__``, the ``global_bin_*`` metrics). A non-empty mask holds at
+    least one instance, so the rule only depends on which masks are empty."""
+    if not options.panoptica_global or tp != 0:
+        return
+    index = 0 if n_ref == 0 and n_pred == 0 else 1
+    for metric in options.metrics:
+        if metric in ZERO_TP and options.definition(FAMILY[metric]) == "panoptica":
+            value = ZERO_TP[metric][index]
+            found.update(dict.fromkeys((k for k in metric_keys(metric, options) if k in found), value))
 
 
 def apply_instances(summary: dict, options, n_ref: int, n_pred: int) -> None:

@@ -89,6 +89,8 @@ class Options:
     fbeta: tuple[float, ...]
     boundary_iou_distances: tuple[float, ...]
     monai_subvoxels: bool
+    panoptica_global: bool  # panoptica's pipeline zero-TP rules where the masks do not intersect
+    corrections: tuple[str, ...]  # library bugs corrected (the library's value by default)
     spacing: object  # "header", "voxel" or a list of numbers
     empty_masks: str
     empty_values: dict
@@ -120,6 +122,8 @@ class Options:
             fbeta=tuple(float(b) for b in phase.option("fbeta")),
             boundary_iou_distances=tuple(float(d) for d in phase.option("boundary_iou_distances")),
             monai_subvoxels=phase.option("monai_subvoxels"),
+            panoptica_global=phase.option("panoptica_global"),
+            corrections=tuple(phase.option("corrections")),
             spacing=phase.option("spacing"),
             empty_masks=phase.option("empty_masks"),
             empty_values=dict(phase.option("empty_values")),
@@ -197,6 +201,8 @@ def metric_keys(metric: str, options: Options) -> list[str]:
         return [f"boundary_iou_{number_key(d)}" for d in options.boundary_iou_distances]
     if metric == "topology":
         return ["topology_precision", "topology_sensitivity"]
+    if metric == "multiclass":  # one set per case, not per class (scoring.score_arrays)
+        return []
     return [metric]
 
 

@@ -57,12 +57,12 @@ def _plain(tp: int, fp: int, fn: int, tn: int, betas) -> dict:
     return out
 
 
-def plain(tp, fp, fn, tn, betas) -> dict:
+def plain(tp, fp, fn, tn, betas, corrections=()) -> dict:
     """Textbook formulas in float64 (the definition of metrics a library lacks)."""
     return _plain(tp, fp, fn, tn, betas)
 
 
-def panoptica(tp, fp, fn, tn, betas) -> dict:
+def panoptica(tp, fp, fn, tn, betas, corrections=()) -> dict:
     """panoptica/metrics: ``dice.py`` and ``iou.py`` score two empty masks 0.0; RVD/RVAE
     (``relative_volume_difference.py``, ``relative_absolute_volume_error.py``) are 0.0 for two
     empty masks and raise for an empty reference alone (None)."""
@@ -82,12 +82,13 @@ def _f32(value) -> np.float32:
     return np.float32(value)
 
 
-def metricsreloaded(tp, fp, fn, tn, betas) -> dict:
+def metricsreloaded(tp, fp, fn, tn, betas, corrections=()) -> dict:
     """``BinaryPairwiseMeasures``: dsc 1 for two empty masks, iou nan; ppv/npv/accuracy/mcc
     and the F-beta's precision and recall are float32 quotients of the float32 counts;
     sensitivity/specificity are float64 quotients; ``fbeta`` follows ``fbeta()`` (0 or 1 when
-    precision and recall give no number); ``abs_volume_difference`` is ``avdr`` computed on
-    float masks (on unsigned masks the library's subtraction wraps around)."""
+    precision and recall give no number); ``abs_volume_difference`` is ``avdr`` as the library
+    computes it on unsigned masks (``unsigned_avdr``), or on float masks with the correction
+    ``avdr_wraparound``."""
     out = _plain(tp, fp, fn, tn, betas)
     n_ref, n_pred, n_neg_ref, n_neg_pred = tp + fn, tp + fp, fp + tn, fn + tn
     t, f_p, f_n, t_n = _f32(tp), _f32(fp), _f32(fn), _f32(tn)
@@ -117,11 +118,25 @@ def metricsreloaded(tp, fp, fn, tn, betas) -> dict:
         balanced_accuracy=0.5 * sensitivity + 0.5 * specificity,
         youden=specificity + sensitivity - 1,
         lr_plus=NAN if n_neg_ref == 0 or n_ref == 0 or specificity == 1 else sensitivity / (1 - specificity),
-        abs_volume_difference=NAN if n_ref == 0 else abs(float(n_ref) - float(n_pred)) / float(n_ref),
+        abs_volume_difference=NAN
+        if n_ref == 0
+        else abs(float(n_ref) - float(n_pred)) / float(n_ref)
+        if "avdr_wraparound" in corrections
+        else unsigned_avdr(n_ref, n_pred),
     )
     for beta in betas:
         out[f"f{number_key(beta)}"] = _mr_fbeta(beta, ppv, recall, fp + fn)
     return out
+
+
+def unsigned_avdr(n_ref: int, n_pred: int) -> float:
+    """``BinaryPairwiseMeasures.absolute_volume_difference_ratio`` on unsigned masks (the uint8
+    masks of the library's own pipelines): ``np.sum`` gives uint64 voxel counts, so
+    ``n_ref - n_pred`` wraps around to 2**64 - (n_pred - n_ref) when the prediction is larger,
+    ``np.abs`` leaves it so, and the quotient is taken in float64."""
+    ref, pred = np.array([n_ref], np.uint64), np.array([n_pred], np.uint64)
+    with np.errstate(over="ignore"):
+        return float((np.abs(ref - pred) / ref)[0])
 
 
 def _mr_fbeta(beta, ppv, recall, errors) -> float:
@@ -134,7 +149,7 @@ def _mr_fbeta(beta, ppv, recall, errors) -> float:
     return float(numerator / denominator)
 
 
-def monai(tp, fp, fn, tn, betas) -> dict:
+def monai(tp, fp, fn, tn, betas, corrections=()) -> dict:
     """``DiceMetric`` / ``MeanIoU`` with their default ``ignore_empty=True``: float32, nan when
     the reference is empty (``ignore_empty=False`` is available as ``empty_values``: 1 for two
     empty masks, 0 for an empty reference)."""
@@ -145,7 +160,7 @@ def monai(tp, fp, fn, tn, betas) -> dict:
     return out
 
 
-def deepmind(tp, fp, fn, tn, betas) -> dict:
+def deepmind(tp, fp, fn, tn, betas, corrections=()) -> dict:
     """``compute_dice_coefficient``: nan for two empty masks."""
     out = _plain(tp, fp, fn, tn, betas)
     out["dice"] = NAN if tp + fp + fn == 0 else float(2 * tp / (2 * tp + fp + fn))

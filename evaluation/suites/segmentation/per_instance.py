@@ -103,7 +103,9 @@ def evaluate(
 def _overlap(ov: Overlaps, pair_inter: dict, preds: list[int], r: int, definition: str, options, spacing) -> dict:
     inter = sum(pair_inter.get((r, p), 0) for p in preds)
     ref_size, pred_size = int(ov.ref_size[r]), int(ov.pred_size[preds].sum())
-    counts = overlap.DEFINITIONS.get(definition, overlap.plain)(inter, pred_size - inter, ref_size - inter, 0, options.fbeta)
+    counts = overlap.DEFINITIONS.get(definition, overlap.plain)(
+        inter, pred_size - inter, ref_size - inter, 0, options.fbeta, options.corrections
+    )
     out = {key: counts[key] for key in ("dice", "iou", "volume_difference", "abs_volume_difference")}
     out["ref_voxels"] = float(ref_size)
     out["ref_volume"] = float(ref_size) * float(np.prod(spacing))

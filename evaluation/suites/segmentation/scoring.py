@@ -17,7 +17,7 @@ from evaluation.errors import SubmissionError
 from evaluation.metrics import surfels
 from evaluation.metrics.jit import numba
 from evaluation.metrics.nearest import as_3d
-from evaluation.suites.segmentation import distances, empties, instance_scores, overlap, shape
+from evaluation.suites.segmentation import distances, empties, instance_scores, multiclass, overlap, shape
 from evaluation.suites.segmentation.inputs import CaseTask, read_case, refuse_unknown_labels
 from evaluation.suites.segmentation.instances import components
 from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, Options, metric_keys
@@ -80,7 +80,10 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
-    return {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results, "instances": details}
+    found = {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results, "instances": details}
+    if "multiclass" in options.metrics:  # over the label slots: the background and each declared label
+        found["multiclass"] = multiclass.measures(table)
+    return found
 
 
 def scan(truth: np.ndarray, pred: np.ndarray, labels: tuple[int, ...]):
@@ -115,7 +118,7 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     out = {}
     wanted = set(options.metrics)
     if wanted & set(OVERLAP):
-        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta))
+        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta, options.corrections))
     if wanted & set(DISTANCE):
         out.update(distance_metrics(options, box))
     masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
@@ -128,6 +131,7 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     if "centre_distance" in wanted:
         out["centre_distance"] = shape.centre_distance(*masks, box.spacing, options.definition("centre"))
     found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
+    empties.apply_panoptica_global(found, options, tp, n_ref, n_pred)
     empties.apply(found, options, n_ref, n_pred)
     details = None
     if options.instance_evaluation:
