@@ -18,8 +18,8 @@ COPY pyproject.toml README.md /src/
 COPY schemas /src/schemas
 COPY evaluation /src/evaluation
 # A TLS-intercepting proxy's CA bundle can be lent to pip as a build secret (never baked in).
-# The last step compiles FISBe's numba kernels into the (then read-only) install, so a run
-# never spends seconds compiling.
+# The last step compiles FISBe's and CellMap's numba kernels into the (then read-only) install,
+# so a run never spends seconds compiling.
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
  && /opt/app/venv/bin/pip install --no-cache-dir --disable-pip-version-check /src \
@@ -27,7 +27,7 @@ RUN --mount=type=secret,id=pip_cert \
  && find /opt/app/venv -depth \( -name tests -o -name __pycache__ \) -type d -path '*/site-packages/*' -exec rm -rf {} + \
  && /opt/app/venv/bin/python -m compileall -q /opt/app/venv/lib \
  && /opt/app/venv/bin/python -c "from evaluation import cli, suites; [suites.get(name) for name in suites.names()]" \
- && /opt/app/venv/bin/python -c "from evaluation.metrics import lee_thinning; lee_thinning.warm_up()"
+ && /opt/app/venv/bin/python -c "from evaluation.metrics import label_stats, lee_thinning; lee_thinning.warm_up(); label_stats.warm_up()"
 
 FROM ${BASE_IMAGE} AS app
 # The grader's user has a passwd entry, so that Grand-Challenge's runtime, which looks the

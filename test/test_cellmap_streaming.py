@@ -243,11 +243,19 @@ def check(pair, description):
 def tiling(request, monkeypatch):
     """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces."""
     if request.param == "tiles":
+        from evaluation.metrics import hausdorff
         from evaluation.suites.cellmap import volumes
 
         monkeypatch.setattr(volumes, "TILE_VOXELS", 300)
         monkeypatch.setattr(volumes, "SEMANTIC_TILE_BYTES", 2000)
-        monkeypatch.setattr(volumes, "BOX_VOXELS", 200)
+        # boxes above 200 voxels as packed masks, 4 planes at a time, outside voxels kept up to 40
+        monkeypatch.setattr(hausdorff, "BOX_VOXELS", 200)
+        monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4)
+        monkeypatch.setattr(hausdorff, "KEEP_POINTS", 40)
+        monkeypatch.setattr(hausdorff, "PACKED_BYTES", 300)
+        from evaluation.suites.cellmap import instances
+
+        monkeypatch.setattr(instances, "OVERLAP_VOXELS", 50)
     return request.param
 
 
@@ -374,8 +382,17 @@ def _odd_prediction(rng, truth):
 
 @pytest.mark.parametrize("seed", range(200))
 def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypatch):
+    from evaluation.metrics import label_stats
     from evaluation.suites.cellmap import volumes
 
+    if seed % 4 == 3:  # the numpy equivalents of the compiled per-tile statistics
+        monkeypatch.setattr(label_stats, "_broken", True)
+    if seed % 3 == 1:  # large boxes as packed masks
+        from evaluation.metrics import hausdorff
+
+        monkeypatch.setattr(hausdorff, "BOX_VOXELS", 100)
+        monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4 * (1 + seed % 2))
+        monkeypatch.setattr(hausdorff, "KEEP_POINTS", 25)
     rng = np.random.default_rng(seed)
     shape = tuple(int(rng.integers(3, 18)) for _ in range(3))
     truth = truth_instances(rng, shape, rng.choice([np.uint8, np.uint32]), 0)
@@ -390,3 +407,40 @@ def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypat
         got, expected = outcome(ours), outcome(theirs)
         differing = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected) if not same(got.get(k), expected.get(k))}
         assert not differing, (seed, pred.dtype, differing)
+
+
+# --------------------------------------------------------------------------------------------
+# Every way of finding the farthest voxel gives the reference's float32 value
+
+
+def _blobs(rng, shape, count, radius):
+    volume = np.zeros(shape, np.uint32)
+    grid = np.indices(shape)
+    for label in range(1, count + 1):
+        centre = [rng.integers(0, s) for s in shape]
+        r = rng.uniform(1, radius, size=3)
+        volume[sum(((g - c) / rr) ** 2 for g, c, rr in zip(grid, centre, r)) <= 1] = label
+    return volume
+
+
+@pytest.mark.parametrize("path", ["direct", "cells", "edt"])
+@pytest.mark.parametrize("seed", range(30))
+def test_hausdorff_search_paths_equal_the_reference_algorithm(seed, path, monkeypatch):
+    from evaluation.metrics import hausdorff
+
+    monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 10**9 if path == "direct" else 0)
+    monkeypatch.setattr(hausdorff, "EDT_SHARE", 0.0)
+    monkeypatch.setattr(hausdorff, "CELL", int(np.random.default_rng(seed).integers(2, 6)))
+    if path == "cells":
+        monkeypatch.setattr(hausdorff, "_edt", None)
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(rng.integers(8, 40)) for _ in range(3))
+    a = _blobs(rng, shape, int(rng.integers(1, 8)), 12)
+    b = np.roll(a, tuple(rng.integers(-4, 5, size=3)), axis=(0, 1, 2)) if rng.random() < 0.6 else _blobs(rng, shape, 8, 12)
+    if rng.random() < 0.3:
+        b[rng.random(shape) < 0.2] = 0  # holes: farthest voxels inside the objects
+    ids = np.unique(a)[1:]
+    vs = VOXEL_SIZES[seed % len(VOXEL_SIZES)]
+    cap = min(v * s for v, s in zip(vs, shape)) / (2 if rng.random() < 0.7 else 8)
+    fast = hausdorff.capped_hausdorff(a, b, hausdorff.identity(b), ids, vs, cap)
+    assert fast.tobytes() == hausdorff.capped_hausdorff_padded_roi(a, b, ids, vs, cap).tobytes()

@@ -1172,3 +1172,39 @@ def test_images_probe_the_shape_of_a_zarr_from_its_metadata(tmp_path):
     assert images.probe_shape(folder) == (1500, 1500, 1500)
     with pytest.raises(SubmissionError, match="more voxels than the 1000"):
         images.read(folder, max_voxels=1000)
+
+
+# --------------------------------------------------------------------------------------------
+# Region reads into a given array, and the stored parts of a region (streamed scoring)
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_reads_into_a_given_array_and_lists_stored_regions(tmp_path, sharded):
+    data = values(np.uint16)
+    options = {"chunks": (4, 4, 4), "shards": (8, 8, 8)} if sharded else {"chunks": CHUNKS, "zarr_format": 2}
+    write(tmp_path / "a", data, **options)
+    ours = zarr_store.open_array(tmp_path / "a", "crop1/label")
+    expected = np.zeros_like(data)
+    expected[WRITTEN] = data[WRITTEN]
+    region = (slice(1, 12), slice(0, 11), slice(2, 9))
+    out = np.full((11, 11, 7), 777, np.uint16)  # stale values everywhere
+    got = ours.read(region, out=out)
+    assert got is out or got.base is out
+    np.testing.assert_array_equal(got, expected[region])
+    for bad in (np.zeros((11, 11, 6), np.uint16), np.zeros((11, 11, 7), np.uint32), np.zeros((7, 11, 11), np.uint16).T):
+        with pytest.raises(ValueError, match="out must be"):
+            ours.read(region, out=bad)
+    parts = ours.stored_regions(region)
+    covered = np.zeros(data.shape, bool)
+    for part in parts:
+        assert all(r.start <= p.start < p.stop <= r.stop for p, r in zip(part, region))
+        covered[part] = True
+    inside = np.zeros(data.shape, bool)
+    inside[region] = True
+    assert not (expected[inside & ~covered]).any()  # nothing stored outside the listed parts
+    assert parts == sorted(parts, key=lambda b: [s.start for s in b])
+
+
+def test_stored_regions_are_everything_when_the_fill_value_is_not_zero(tmp_path):
+    write(tmp_path / "a", values(np.uint8), chunks=CHUNKS, zarr_format=2, fill_value=3)
+    assert zarr_store.open_array(tmp_path / "a", "x").stored_regions((slice(0, 5), slice(0, 4), slice(0, 4))) is None

@@ -13,6 +13,8 @@ from evaluation.metrics import lee_thinning  # noqa: F401  (sets numba's cache f
 
 try:
     import numba
+    from numba import types
+    from numba.typed import Dict
 except ImportError:  # pragma: no cover - numba is a dependency
     numba = None
 
@@ -90,6 +92,89 @@ if numba is not None:
                             boxes[i, 5] = x + 1
 
 
+if numba is not None:
+
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def _index(ids, cache_value, cache_index, key):
+        """The index of ``key`` in ``ids`` (a typed dict), through a small direct-mapped cache."""
+        slot = (key ^ (key >> 17)) & 63
+        if cache_index[slot] >= 0 and cache_value[slot] == key:
+            return cache_index[slot]
+        if key in ids:
+            k = ids[key]
+        else:
+            k = len(ids)
+            ids[key] = k
+        cache_value[slot] = key
+        cache_index[slot] = k
+        return k
+
+    @numba.njit(cache=True, nogil=True)
+    def _overlaps(values, labels):
+        """Runs of equal (value, label) along x for values > 0: (distinct values as int64, their
+        boxes, and per run its value's index, label and length). Two passes, so that no array
+        grows inside the loops (numba then keeps them in registers)."""
+        ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+        cache_value = np.zeros(64, np.int64)
+        cache_index = np.full(64, -1, np.int64)
+        nz, ny, nx = values.shape
+        runs = 0
+        for z in range(nz):
+            for y in range(ny):
+                x = 0
+                while x < nx:
+                    v = values[z, y, x]
+                    if not v > 0:
+                        x += 1
+                        continue
+                    label = labels[z, y, x]
+                    x += 1
+                    while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
+                        x += 1
+                    _index(ids, cache_value, cache_index, np.int64(v))
+                    runs += 1
+        count = len(ids)
+        id_values = np.empty(count, np.int64)
+        for key, k in ids.items():
+            id_values[k] = key
+        boxes = np.zeros((count, 6), np.int64)
+        boxes[:, 0] = boxes[:, 1] = boxes[:, 2] = 1 << 62
+        run_id = np.empty(runs, np.int64)
+        run_label = np.empty(runs, np.int64)
+        run_length = np.empty(runs, np.int64)
+        run = 0
+        for z in range(nz):
+            for y in range(ny):
+                x = 0
+                while x < nx:
+                    v = values[z, y, x]
+                    if not v > 0:
+                        x += 1
+                        continue
+                    label = labels[z, y, x]
+                    start = x
+                    x += 1
+                    while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
+                        x += 1
+                    k = _index(ids, cache_value, cache_index, np.int64(v))
+                    if z < boxes[k, 0]:
+                        boxes[k, 0] = z
+                    if y < boxes[k, 1]:
+                        boxes[k, 1] = y
+                    if start < boxes[k, 2]:
+                        boxes[k, 2] = start
+                    boxes[k, 3] = z + 1
+                    if y + 1 > boxes[k, 4]:
+                        boxes[k, 4] = y + 1
+                    if x > boxes[k, 5]:
+                        boxes[k, 5] = x
+                    run_id[run] = k
+                    run_label[run] = label
+                    run_length[run] = x - start
+                    run += 1
+        return id_values, boxes, run_id, run_label, run_length
+
+
 def _compiled() -> bool:
     return numba is not None and not _broken
 
@@ -152,3 +237,69 @@ def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
         values, ids = values.view(np.uint8), ids.view(np.uint8)
     _run(_id_boxes, fallback, values, ids, boxes)
     return boxes
+
+
+def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
+    """One pass over a 3-D block of integer ``values`` (e.g. truth ids, of any integer or
+    boolean dtype) and its component ``labels`` (1..``n_labels``, 0 = background), restricted
+    to ``values > 0``: (distinct values, ascending, as uint64; their boxes ``[k, 6]``; the
+    overlapping (value, label) pairs as uint64 value, int64 label, int64 count, unordered; the
+    voxel count). What ``overlap.contingency`` with ``where=values > 0`` and ``id_boxes`` give,
+    in one pass over runs along x instead of single voxels."""
+    if values.dtype.kind not in "uib":
+        raise TypeError(f"labels must be integers or booleans, not {values.dtype}")
+    values = np.ascontiguousarray(values.view(np.uint8) if values.dtype == bool else values)
+    labels = np.ascontiguousarray(labels)
+
+    def fallback(values, labels):
+        from evaluation.metrics.overlap import contingency
+
+        table = contingency(values, labels, where=values > 0)
+        ids = np.unique(table.a)
+        return (
+            ids.view(np.int64),
+            id_boxes(values, ids.astype(values.dtype)),
+            np.searchsorted(ids, table.a),
+            table.b.astype(np.int64),
+            table.count,
+        )
+
+    ids, boxes, index, label, length = _run(_overlaps, fallback, values, labels)
+    span = int(n_labels) + 1
+    key = index * span + label
+    if ids.size * span <= (8 << 20):
+        counts = np.bincount(key, weights=length, minlength=ids.size * span)
+        key = np.flatnonzero(counts)
+        counts = counts[key].astype(np.int64)
+    else:
+        key, inverse = np.unique(key, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=length).astype(np.int64)
+    ids = ids.view(np.uint64)
+    order = np.argsort(ids, kind="stable")
+    return ids[order], boxes[order], ids[key // span], key % span, counts, int(counts.sum())
+
+
+# Typical dtypes: truth ids (uint8 .. uint64, int32/int64) and cc3d's labels (uint16, uint32).
+VALUE_DTYPES = (np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64)
+LABEL_DTYPES = (np.uint16, np.uint32)
+
+
+def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
+    """Compile (or load from numba's cache) the kernels for these dtypes once, e.g. in a parent
+    process before it forks a worker per task, so that no worker pays for it. If compiling
+    fails, the numpy equivalents are used from then on (same results, slower)."""
+    global _broken
+    if not _compiled():
+        return
+    try:
+        for label_dtype in label_dtypes:
+            labels = np.zeros((1, 1, 2), label_dtype)
+            _component_stats(labels, 0, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 6), np.int64))
+            for value_dtype in value_dtypes:
+                value_dtype = np.dtype(value_dtype)
+                _overlaps(np.zeros((1, 1, 2), np.uint8 if value_dtype.kind == "b" else value_dtype), labels)
+    except Exception as exc:  # a broken toolchain must not stop grading
+        from evaluation import log
+
+        log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
+        _broken = True

@@ -1030,10 +1030,28 @@ class Array:
     def __getitem__(self, region) -> np.ndarray:
         return self.read(region)
 
-    def read(self, region=Ellipsis) -> np.ndarray:
+    def read(self, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
         """The region (Ellipsis, ints, step-1 slices and tuples of them) as a native-order
-        numpy array; absent chunks read as the fill value."""
-        return self._read(region, self.display, self._error)
+        numpy array; absent chunks read as the fill value. ``out``: an array of exactly the
+        region's shape and the array's dtype (C-contiguous, writeable) to decode into, reused
+        across reads of same-sized regions (a large fresh array costs its page faults)."""
+        return self._read(region, self.display, self._error, out)
+
+    def stored_regions(self, region=Ellipsis) -> list[tuple[slice, ...]] | None:
+        """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
+        chunk (or shard), one box per chunk in raster order; everything else in the region is
+        the fill value 0. None when the fill value is not 0 (then any part may hold data)."""
+        if self.fill_value != 0:
+            return None
+        selection, dropped = regions.select(region, self.shape)
+        if dropped:
+            raise IndexError("stored_regions takes slices, not integer indices")
+        coords, _ = self._chunks_in(selection, self.display, self._error)
+        grid = self._meta.grid
+        return [
+            tuple(slice(max(int(c) * g, start), min((int(c) + 1) * g, stop)) for c, g, (start, stop) in zip(row, grid, selection))
+            for row in sorted(coords.tolist())
+        ]
 
     def stored(self, region=Ellipsis) -> bool:
         """False only when the region holds no stored chunk and the fill value is 0, i.e.
@@ -1045,15 +1063,26 @@ class Array:
 
     # -- regions
 
-    def _read(self, region, display: str, error) -> np.ndarray:
+    def _read(self, region, display: str, error, out: np.ndarray | None = None) -> np.ndarray:
         selection, dropped = regions.select(region, self.shape)
         out_shape = tuple(stop - start for start, stop in selection)
         final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
+        if out is not None and (
+            not isinstance(out, np.ndarray)
+            or out.shape != out_shape
+            or out.dtype != self.dtype
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError(f"out must be a writeable C-contiguous {self.dtype} array of shape {out_shape}")
         if 0 in out_shape:
             return np.full(final_shape, self.fill_value, dtype=self.dtype)
         coords, count = self._chunks_in(selection, display, error)
         complete = len(coords) == count and self._meta.sharding is None
-        out = np.empty(out_shape, dtype=self.dtype) if complete else np.full(out_shape, self.fill_value, dtype=self.dtype)
+        if out is None:
+            out = np.empty(out_shape, dtype=self.dtype)
+        if not complete:
+            self._fill_absent(selection, coords, count, out)
         if self._meta.sharding is None:
             pipeline = self._meta.pipeline
             tasks = [self._chunk_task(c, selection, out, display, error) for c in coords]
@@ -1181,6 +1210,27 @@ class Array:
         inside = np.all((coords >= low) & (coords < high), axis=1)
         return coords[inside], count
 
+    def _fill_absent(self, selection, coords, count: int, out: np.ndarray) -> None:
+        """The fill value where ``selection`` meets no stored chunk: chunk by chunk when the
+        selection spans few chunks (touching only what no chunk will overwrite), else all of it."""
+        if self._meta.sharding is not None or count > 4096 or not self.ndim:
+            out.fill(self.fill_value)
+            return
+        grid = self._meta.grid
+        low = [start // c for (start, _), c in zip(selection, grid)]
+        high = [-(-stop // c) for (_, stop), c in zip(selection, grid)]
+        present = {tuple(int(i) for i in row) for row in coords}
+        for offset in np.ndindex(*[h - lo for lo, h in zip(low, high)]):
+            chunk = tuple(lo + o for lo, o in zip(low, offset))
+            if chunk in present:
+                continue
+            out[
+                tuple(
+                    slice(max(c * g, start) - start, min((c + 1) * g, stop) - start)
+                    for c, g, (start, stop) in zip(chunk, grid, selection)
+                )
+            ] = self.fill_value
+
     # -- decoding
 
     def _fail(self, error, display: str, key: str, reason: str):
@@ -1306,9 +1356,9 @@ def open_array(path: Path, display: str, trusted: bool = False) -> Array:
     return Array(path, display, error, meta)
 
 
-def read_array(array: Array, display: str, trusted: bool = False, region=Ellipsis) -> np.ndarray:
-    """``array[region]``, with problems named by ``display``."""
-    return array._read(region, display, _error(trusted))
+def read_array(array: Array, display: str, trusted: bool = False, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
+    """``array[region]``, with problems named by ``display``; ``out`` as in ``Array.read``."""
+    return array._read(region, display, _error(trusted), out)
 
 
 def attributes(array) -> dict:

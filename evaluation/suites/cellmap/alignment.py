@@ -17,6 +17,7 @@ same arithmetic as in the whole-array call.
 """
 
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -364,7 +365,9 @@ class Resampled:
         self.shape = self.rescaling.shape
         self.dtype = self.source_dtype if instance else np.dtype(bool)
 
-    def read(self, box: Box) -> np.ndarray:
+    reusable = False
+
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         values = self.rescaling.region(box)
         return values.astype(self.source_dtype) if self.instance else values > SEMANTIC_THRESHOLD
 
@@ -376,7 +379,7 @@ class BlockResampled:
     none: zero); a region is assembled from the parts its owning blocks give, each evaluated by
     that block's own ``rescale``. Prepared blocks are kept in a small cache."""
 
-    CACHE_BYTES = 1 << 30
+    CACHE_BYTES = 512 << 20
 
     def __init__(self, read, source_shape, source_dtype, scale, instance: bool):
         self.read_source, self.source_shape = read, tuple(int(n) for n in source_shape)
@@ -393,19 +396,23 @@ class BlockResampled:
                 owner[at[j] : min(at[j] + small, out)] = j
             self.owners.append((owner, at))
         self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
 
     def _block(self, index) -> _Rescaling:
-        if index in self._cache:
-            self._cache.move_to_end(index)
-            return self._cache[index]
-        region = tuple(slice(j * CHUNK_EDGE, min((j + 1) * CHUNK_EDGE, n)) for j, n in zip(index, self.source_shape))
-        block = _prepare(self.read_source(region), self.scale, self.instance)
-        self._cache[index] = block
-        while len(self._cache) > 1 and sum(b.filtered.nbytes for b in self._cache.values()) > self.CACHE_BYTES:
-            self._cache.popitem(last=False)
-        return block
+        with self._lock:  # instances are measured in threads
+            if index in self._cache:
+                self._cache.move_to_end(index)
+                return self._cache[index]
+            region = tuple(slice(j * CHUNK_EDGE, min((j + 1) * CHUNK_EDGE, n)) for j, n in zip(index, self.source_shape))
+            block = _prepare(self.read_source(region), self.scale, self.instance)
+            self._cache[index] = block
+            while len(self._cache) > 1 and sum(b.filtered.nbytes for b in self._cache.values()) > self.CACHE_BYTES:
+                self._cache.popitem(last=False)
+            return block
 
-    def read(self, box: Box) -> np.ndarray:
+    reusable = False
+
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         out = np.zeros(box_shape(box), dtype=self.source_dtype if self.instance else np.float32)
         runs = []
         for s, (owner, _) in zip(box, self.owners):
@@ -443,9 +450,11 @@ def aligned(
     max_size_ratio: float,
     display: str,
     infer_scale_from_shape: bool = False,
+    reusable: bool = False,
 ):
     """``align``'s result as a volume of ``grid.shape`` (same checks, same values, same dtype),
-    read region by region: ``read(region)`` loads a region of ``source``."""
+    read region by region: ``read(region)`` loads a region of ``source`` (``read(region, out=)``
+    into a given array too, if ``reusable``)."""
     ndim = len(grid.shape)
     if len(source.shape) != ndim:
         raise SubmissionError(f"{display}: has {len(source.shape)} dimensions; expected a {ndim}-D (z, y, x) array")
@@ -453,7 +462,7 @@ def aligned(
         raise SubmissionError(f"{display}: has an empty axis (shape {tuple(source.shape)})")
     scale, voxel_size, translation = resampling(tuple(source.shape), attrs, grid, max_size_ratio, display, infer_scale_from_shape)
     large = np.prod(source.shape, dtype=np.float64) * 4 / 1024**2 > CHUNKED_LOADING_MIB
-    stored = _Reader(read, tuple(source.shape), source.dtype)
+    stored = _Reader(read, tuple(source.shape), source.dtype, getattr(source, "stored", None), reusable=reusable)
     if scale is not None and large:
         image = BlockResampled(read, source.shape, source.dtype, scale, instance)
     elif scale is not None:
@@ -469,8 +478,20 @@ def aligned(
 
 
 class _Reader:
-    def __init__(self, read, shape, dtype):
-        self.read_region, self.shape, self.dtype = read, shape, np.dtype(dtype)
+    """The stored array, region by region; ``stored(box)`` from the array when it can tell.
+    With ``reusable``, ``read`` takes an ``out`` array (``zarr_store.read_array``)."""
 
-    def read(self, box: Box) -> np.ndarray:
-        return self.read_region(box)
+    def __init__(self, read, shape, dtype, stored=None, reusable: bool = False):
+        self.read_region, self.shape, self.dtype, self._stored = read, shape, np.dtype(dtype), stored
+        self.reusable, self._held = reusable, None
+
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
+        if not (reuse and self.reusable):
+            return self.read_region(box)
+        size = math.prod(box_shape(box))
+        if self._held is None or self._held.size < size:
+            self._held = np.empty(size, self.dtype)
+        return self.read_region(box, out=self._held[:size].reshape(box_shape(box)))
+
+    def stored(self, box: Box) -> bool:
+        return True if self._stored is None else self._stored(box)

@@ -14,15 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, machine
 from evaluation.contract import Payload, Plan, Task
 from evaluation.errors import PhaseError, SubmissionError
+from evaluation.metrics import hausdorff, label_stats
 from evaluation.phase import Phase
 from evaluation.readers import zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
 from evaluation.submission import Submission
-from evaluation.suites.cellmap import volumes
-from evaluation.suites.cellmap.alignment import Grid, aligned, resampled_shape, resampling
+from evaluation.suites.cellmap import alignment, volumes
+from evaluation.suites.cellmap.alignment import Grid, aligned, resampling
 from evaluation.suites.cellmap.options import INSTANCE_CLASSES, Limits, Options
 from evaluation.suites.cellmap.versions import Version
 
@@ -128,25 +129,63 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------------------------
 # The tasks
 
-# Measured peak bytes per crop voxel beyond the interpreter (bench/cellmap_crop.py: 21 at 256^3
-# and 20.5 at 512^3 for uint32 instance labels), with headroom.
-INSTANCE_BYTES_PER_VOXEL = 24
-SEMANTIC_BYTES_PER_VOXEL = 10
+# The working set of one task (bytes beyond the worker's baseline), from what the passes hold
+# (``volumes.py``, ``instances.py``, ``metrics/hausdorff.py``; checked against the measured peaks
+# of ``bench/cellmap_crop.py``'s workloads, see ``bench/README.md``):
+# - the instance pass holds one tile: the prediction (read, windowed, masked), cc3d's labels and
+#   its union-find table, a boolean row map, the truth block and a copy of its labels:
+#   INSTANCE_TILE_BYTES per voxel plus the arrays' own item sizes;
+# - what it keeps of the whole crop (components, contingency rows, truth boxes) grows with the
+#   number of objects, not with the voxels: PER_CROP_VOXEL bytes per crop voxel covers tens of
+#   thousands of components per 10^8 voxels;
+# - the distances: BOX_BYTES per voxel of a box of up to hausdorff.BOX_VOXELS (truth read, masks,
+#   points, k-d tree) in each of the task's threads, or the bit-packed masks of larger boxes with
+#   their slabs, points kept between passes and boundary points (PACKED_BYTES);
+# - the semantic pass: two tiles of SEMANTIC_TILE_BYTES (reads and their comparisons);
+# - decoding: up to two chunks in flight per thread (``zarr_store``).
+INSTANCE_TILE_BYTES = 10
+PER_CROP_VOXEL = 0.3
+BOX_BYTES = 40
+PACKED_BYTES = 768 << 20
+DECODE_THREADS = 4
 
 
-def memory_estimate(grid: Grid, source, instance: bool, scale) -> int:
-    """Peak bytes of one pair beyond the worker's baseline (added by the runner): per-voxel
-    working set of the crop, plus the submitted array as stored, and when it is resampled
-    (``scale``) the array and its resampled copy as float64 (scikit-image resamples in float64)."""
+def distance_bytes() -> int:
+    threads = min(4, machine.cpu_count())
+    return max(threads * BOX_BYTES * hausdorff.BOX_VOXELS, PACKED_BYTES)
+
+
+def _chunk_bytes(array) -> int:
+    chunks = getattr(array, "chunks", None) or array.shape
+    return int(np.prod(chunks, dtype=np.float64)) * np.dtype(array.dtype).itemsize
+
+
+def memory_estimate(grid: Grid, source, instance: bool, scale, truth=None, mask=None) -> int:
+    """Peak bytes of one pair beyond the worker's baseline (added by the runner), an upper
+    bound of what the streamed passes hold (see the constants above): it grows with the tile,
+    not with the crop, except for the per-object bookkeeping; a resampled prediction adds its
+    source array held as the float64 array scikit-image interpolates (and, for arrays above
+    ``CHUNKED_LOADING_MIB``, the cache of resampled blocks)."""
     target = int(np.prod(grid.shape, dtype=np.float64))
     source_voxels = int(np.prod(source.shape, dtype=np.float64))
     itemsize = np.dtype(source.dtype).itemsize
-    per_target = INSTANCE_BYTES_PER_VOXEL if instance else SEMANTIC_BYTES_PER_VOXEL
-    estimate = target * per_target + source_voxels * itemsize
+    truth_item = np.dtype(truth.dtype).itemsize if truth is not None else 8
+    mask_item = np.dtype(mask.dtype).itemsize if mask is not None else 0
+    pred_item = itemsize if instance or scale is None else 1
+    decode = 2 * DECODE_THREADS * max(_chunk_bytes(source), _chunk_bytes(truth) if truth is not None else 0)
+    if instance:
+        tile = min(target, volumes.TILE_VOXELS)
+        per_voxel = INSTANCE_TILE_BYTES + 2 * pred_item + truth_item + 3 * mask_item + 8 * (mask_item > 0)
+        estimate = tile * per_voxel + int(target * PER_CROP_VOXEL) + distance_bytes()
+    else:
+        estimate = 2 * volumes.SEMANTIC_TILE_BYTES
+    estimate += decode
     if scale is not None:
-        estimate += source_voxels * 8 + int(np.prod(resampled_shape(source.shape, scale), dtype=np.float64)) * (8 + itemsize)
-    elif source_voxels != target:
-        estimate += source_voxels * 16  # padded or cropped copies
+        if source_voxels * 4 / 1024**2 > alignment.CHUNKED_LOADING_MIB:
+            block = alignment.CHUNK_EDGE**3
+            estimate += alignment.BlockResampled.CACHE_BYTES + block * (itemsize + 16)
+        else:
+            estimate += source_voxels * (itemsize + 8)
     return estimate
 
 
@@ -176,6 +215,9 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
                 instance = label in options.instance_classes
                 fixed.setdefault(crop, {})[label] = _not_submitted(truth_root / crop / label, instance, grid, version)
     _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
+    value_dtypes = {_truth_dtype(t.payload) for t in tasks if t.payload.instance and t.refusal is None} - {None}
+    if value_dtypes:  # compiled once here rather than in every forked worker
+        label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
     return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
 
 
@@ -207,10 +249,29 @@ def _task(crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, 
             display,
             version.INFER_SCALE_FROM_SHAPE,
         )
-        estimate, refusal = memory_estimate(grid, source, pair.instance, scale), None
+        estimate, refusal = memory_estimate(grid, source, pair.instance, scale, *_truth_arrays(pair)), None
     except SubmissionError as exc:
         estimate, refusal = 0, str(exc)
     return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal)
+
+
+def _truth_arrays(pair: Pair):
+    """(truth, mask or None) of a pair, metadata only (a broken truth array fails at scoring)."""
+    try:
+        truth = zarr_store.open_array(pair.truth, "truth array", trusted=True)
+        mask = zarr_store.open_array(pair.mask, "mask", trusted=True) if pair.mask else None
+    except PhaseError:
+        return None, None
+    return truth, mask
+
+
+def _truth_dtype(pair: Pair):
+    """The dtype of the (masked) truth the instance pass reads, for compiling its kernels."""
+    truth, mask = _truth_arrays(pair)
+    if truth is None:
+        return None
+    dtype = np.result_type(truth.dtype, mask.dtype) if mask is not None else truth.dtype
+    return dtype if dtype.kind in "uib" else None
 
 
 def _not_submitted(truth_path: Path, instance: bool, grid: Grid | None, version: Version) -> dict:
@@ -241,10 +302,11 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
         zarr_store.attributes(source),
         pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
-        read=lambda region: zarr_store.read_array(source, pair.display, region=region),
+        read=lambda region, out=None: zarr_store.read_array(source, pair.display, region=region, out=out),
         max_size_ratio=pair.limits.max_volume_size_ratio,
         display=pair.display,
         infer_scale_from_shape=infer_scale_from_shape,
+        reusable=True,
     )
     if pair.mask:
         mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask", trusted=True), "mask", trusted=True)

@@ -23,6 +23,7 @@ contains its first voxel (the component lies wholly inside its box, so nothing o
 can change it). A crop that fits in one tile keeps its arrays and never reads twice.
 """
 
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -31,14 +32,16 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from evaluation import machine
 from evaluation.metrics import label_stats
-from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets
+from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets, coordinates, pack
 from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
-from evaluation.metrics.overlap import BinaryCounts, Contingency, contingency
+from evaluation.metrics.overlap import BinaryCounts, Contingency
 from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.options import Limits
 
 TOO_MANY = "skipped_too_many_instances"
+OVERLAP_VOXELS = 4 << 20  # truth voxels per pass of label_stats.overlaps
 
 
 def max_distance(voxel_size, shape) -> float:
@@ -138,7 +141,9 @@ def _face_pairs(cur_labels, cur_values, cur_row0, nb_labels, nb_values, nb_row0)
     if not found:
         return np.zeros((0, 2), np.int64)
     pairs = np.concatenate(found)
-    return np.unique(pairs, axis=0)
+    span = int(pairs[:, 1].max()) + 1
+    keys = np.unique(pairs[:, 0] * span + pairs[:, 1])  # provisional ids are far below 2^31
+    return np.stack([keys // span, keys % span], axis=1)
 
 
 def _comparable(values: np.ndarray) -> np.ndarray:
@@ -178,6 +183,7 @@ class _Scan:
 
     def __init__(self, shape, special: bool = False):
         self.shape, self.special, self.rows = tuple(shape), special, 0
+        self.tiles = []  # (box, provisional base) of every tile read
         self.sizes, self.first, self.boxes = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], [np.zeros((1, 6), np.int64)]
         self.tables, self.truth_rows, self.pairs, self.maxima = [], [], [], []
         self.n_truth = self.n_pred_fg = self.tp = self.total = 0
@@ -186,39 +192,56 @@ class _Scan:
         self.y_prev = None  # (labels, values) of the last row of the previous y-band in this z-row
         self.row = None
 
-    def add(self, box, t: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """Scan one tile (masked truth ``t``, masked prediction ``p``); returns its components
-        (``cc3d``'s labels, numbered from 1 in this tile)."""
+    def add(self, box, blocks, p: np.ndarray, truth_dtype) -> np.ndarray:
+        """Scan one tile: ``p`` the masked prediction, ``blocks`` (sub-box, masked truth on it)
+        for the parts of the tile where the truth may be nonzero (all zeros elsewhere). Returns
+        the tile's components (``cc3d``'s labels, numbered from 1 in this tile)."""
         origin = np.array([s.start for s in box], np.int64)
-        if t.size:
-            self.maxima.append(t.max())
         local, n, rows = tile_components(p, self.special)
         self.rows += rows
         sizes, first, boxes = label_stats.component_stats(local, n)
         base = self.count
         self.count += int(n)
+        self.tiles.append((box, base))
         # provisional ids base+1 .. base+n: sizes, boxes and first voxels in crop coordinates
-        tile_shape = local.shape
-        coords = np.stack(np.unravel_index(first[1:], tile_shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
+        coords = np.stack(np.unravel_index(first[1:], local.shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
         self.sizes.append(sizes[1:])
         self.first.append(np.ravel_multi_index(coords.T, self.shape).astype(np.int64) if n else np.zeros(0, np.int64))
         self.boxes.append(boxes[1:] + np.concatenate([origin, origin]))
-        # contingency over the truth foreground, binary counts, truth boxes
-        fg = t > 0
-        table = contingency(t, local, where=fg)
-        b = table.b.astype(np.int64)
-        self.tables.append((table.a, np.where(b > 0, b + base, 0), table.count))
-        self.n_truth += int(np.count_nonzero(fg))
         self.n_pred_fg += int(sizes.sum())
-        self.tp += int(table.count[table.b > 0].sum())
-        self.total += int(t.size)
-        ids = np.unique(table.a)
-        if ids.size:
-            self.truth_rows.append((ids, label_stats.id_boxes(t, ids.astype(t.dtype)) + np.concatenate([origin, origin])))
+        # contingency over the truth foreground, binary counts, truth boxes: one pass per block
+        covered = 0
+        for sub, block in blocks:
+            # at most OVERLAP_VOXELS at a time: the runs of a noisy block take 24 bytes a voxel
+            step = max(1, OVERLAP_VOXELS // max(1, block[0].size))
+            for z in range(0, block.shape[0], step):
+                t = block[z : z + step]
+                at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
+                part = local[tuple(slice(a - o, a - o + n) for a, o, n in zip(at, origin, t.shape))]
+                ids, truth_boxes, a, b, count, fg = label_stats.overlaps(t, part, n)
+                self.tables.append((a, np.where(b > 0, b + base, 0), count))
+                self.n_truth += fg
+                self.tp += int(count[b > 0].sum())
+                if ids.size:
+                    self.truth_rows.append((ids, truth_boxes + np.concatenate([at, at])))
+                if t.size:
+                    self.maxima.append(t.max())
+                covered += t.size
+        if covered < local.size:  # the rest of the tile is zero
+            self.maxima.append(np.zeros(1, truth_dtype)[0])
+        self.total += int(local.size)
         self._faces(box, local, base, _comparable(p))
         return local
 
-    def _faces(self, box, local, base, p) -> None:
+    def add_empty(self, box, truth_dtype, pred_dtype) -> None:
+        """A tile where neither truth nor prediction has anything stored: all zeros."""
+        self.maxima.append(np.zeros(1, truth_dtype)[0])
+        self.total += volumes.box_size(box)
+        shape = volumes.box_shape(box)
+        zeros = _comparable(np.zeros((shape[0], shape[2]), pred_dtype))
+        self._faces(box, None, 0, zeros, empty=True)
+
+    def _faces(self, box, local, base, p, empty: bool = False) -> None:
         """Pairs across the tile's lower z and y faces; keeps its upper faces for the tiles after."""
 
         def provisional(plane):
@@ -229,6 +252,12 @@ class _Scan:
         (z0, z1), (y0, y1) = (box[0].start, box[0].stop), (box[1].start, box[1].stop)
         if self.row != (z0, z1):  # a new z-row of tiles
             self.z_prev, self.z_cur, self.y_prev, self.row = self.z_cur, None, None, (z0, z1)
+        if empty:  # p: a zero row (z, x) of the values' dtype
+            if self.z_cur is None:
+                self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], p.dtype))
+            self.z_cur[0][y0:y1], self.z_cur[1][y0:y1] = 0, 0
+            self.y_prev = (np.zeros(p.shape, np.int64), p)
+            return
         if self.z_prev is not None:
             lo, hi = max(0, y0 - 1), min(self.shape[1], y1 + 1)
             nb_labels, nb_values = self.z_prev
@@ -281,6 +310,9 @@ class _Scan:
             counts,
             components,
             truth_boxes,
+            tiles=tuple(self.tiles),
+            lut=lut,
+            special=self.special,
         )
 
 
@@ -345,7 +377,19 @@ class _StreamedSets:
         targets = self.piece_ids[numbers]
         order = np.argsort(targets, kind="stable")
         self._numbers, self._targets = numbers[order], targets[order]
-        self._truth_cache, self._piece_cache = {}, {}
+        self._local = threading.local()  # each thread's recently used masks (instances run in threads)
+
+    @property
+    def _truth_cache(self) -> dict:
+        if not hasattr(self._local, "truth"):
+            self._local.truth = {}
+        return self._local.truth
+
+    @property
+    def _piece_cache(self) -> dict:
+        if not hasattr(self._local, "pieces"):
+            self._local.pieces = {}
+        return self._local.pieces
 
     def parts(self, g: int) -> list[int]:
         lo, hi = np.searchsorted(self._targets, [g, g + 1])
@@ -397,10 +441,38 @@ class _StreamedSets:
         return out
 
     def points_a(self, g: int, box) -> np.ndarray:
-        return np.argwhere(self.truth_mask(box, g)) + np.array([s.start for s in box])
+        return coordinates(self.truth_mask(box, g)) + np.array([s.start for s in box])
 
     def points_b(self, g: int, parts) -> np.ndarray:
-        return np.concatenate([np.argwhere(self._piece(p)) + np.array([s.start for s in self.part_box(p)]) for p in parts])
+        return np.concatenate([coordinates(self._piece(p)) + np.array([s.start for s in self.part_box(p)]) for p in parts])
+
+    def packed_masks(self, requests) -> dict:
+        """g -> bit-packed masks (A, B) on the box of each (g, parts, box) requested, for boxes
+        too large to hold as arrays: one pass over the tiles that meet them, labelling each tile
+        again as the scan did (``tile_components`` and the scan's lookup table)."""
+        found = self.found
+        out = {}
+        for g, _, box in requests:
+            shape = volumes.box_shape(box)
+            out[g] = tuple(np.zeros(shape[:2] + (-(-shape[2] // 8),), np.uint8) for _ in range(2))
+        for tile, base in found.tiles:
+            wanted = [r for r in requests if all(max(a.start, b.start) < min(a.stop, b.stop) for a, b in zip(tile, r[2]))]
+            if not wanted:
+                continue
+            local, _, _ = tile_components(volumes._read(self.pred, tile, True), found.special)
+            t = volumes._read(self.truth, tile, True)
+            for g, parts, box in wanted:
+                region = tuple(slice(max(a.start, b.start), min(a.stop, b.stop)) for a, b in zip(tile, box))
+                in_tile = tuple(slice(r.start - a.start, r.stop - a.start) for r, a in zip(region, tile))
+                in_box = tuple(slice(r.start - b.start, r.stop - b.start) for r, b in zip(region, box))
+                labels = local[in_tile]
+                numbers = found.lut[np.where(labels != 0, labels.astype(np.int64) + base, 0)]
+                b_mask = np.zeros(labels.shape, bool)
+                for part in parts:
+                    b_mask |= numbers == part
+                out[g][0][in_box[:2]] = pack(t[in_tile] == g)
+                out[g][1][in_box[:2]] = pack(b_mask)
+        return out
 
     def in_a(self, points: np.ndarray, g: int) -> np.ndarray:
         box = self.truth_box(g)
@@ -445,6 +517,9 @@ class Instances:
     truth_boxes: dict
     sources: tuple = None
     arrays: tuple = None
+    tiles: tuple = ()  # (box, provisional base) of the tiles read, to label any box again
+    lut: np.ndarray = None  # provisional component -> component
+    special: bool = False  # tiles labelled with cc3d's single-row shortcut
 
     @classmethod
     def scan(cls, pred, truth, voxel_size) -> "Instances":
@@ -454,11 +529,17 @@ class Instances:
         for special in (False, True):
             scan, kept, risky = _Scan(truth.shape, special), None, False
             for box in boxes:
-                t, p = truth.read(box), pred.read(box)
-                labels = scan.add(box, t, p)
+                if len(boxes) > 1 and not volumes.is_stored(truth, box) and not volumes.is_stored(pred, box):
+                    scan.add_empty(box, truth.dtype, pred.dtype)
+                    continue
+                if len(boxes) == 1:  # a single tile's arrays are kept for the distances
+                    t, p = truth.read(box), pred.read(box)
+                    kept = (t, scan.add(box, [(box, t)], p, truth.dtype))
+                else:  # buffers reused from tile to tile; the truth only where it is stored
+                    p = volumes._read(pred, box, True)
+                    blocks = ((sub, volumes._read(truth, sub, True)) for sub in volumes.regions(truth, box))
+                    scan.add(box, blocks, p, truth.dtype)
                 risky |= p.dtype.kind == "f" and p.dtype.itemsize > 2 or p.dtype == np.uint64
-                if len(boxes) == 1:
-                    kept = (t, labels)
             # the whole call took cc3d's single-row shortcut (``tile_components``): again with it
             if special or scan.rows != 1 or not risky or sum(n > 1 for n in truth.shape) < 2:
                 break
@@ -485,6 +566,6 @@ class Instances:
             sets = ArraySets(truth, labels, relabelled, self.truth_boxes)
         else:
             sets = _StreamedSets(*self.sources, self, relabelled)
-        per_gt = capped_hausdorff_sets(sets, self.truth_ids, self.voxel_size, self.cap)
+        per_gt = capped_hausdorff_sets(sets, self.truth_ids, self.voxel_size, self.cap, threads=min(4, machine.cpu_count()))
         unmatched = np.full(self.n_pred - len(matched), self.cap, dtype=np.float32)
         return np.concatenate([per_gt, unmatched]), relabelled

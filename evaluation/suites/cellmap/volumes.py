@@ -13,6 +13,10 @@ not grow with the crop (issue 14: a 1000^3 crop is 8 GB as uint64).
 - ``tiles``: the crop cut into boxes aligned to the truth's chunks, in raster order, each of at
   most a given number of voxels: the unit of every streamed pass.
 
+``read(box, reuse=True)`` may return an array that the next such read overwrites: the passes
+over tiles use it (a fresh array of hundreds of MB costs its page faults on every tile), the
+per-instance reads do not. ``stored(box)`` is False when a box certainly holds only zeros.
+
 The resampled prediction (``alignment.Resampled``, ``alignment.BlockResampled``) is a volume too.
 """
 
@@ -31,9 +35,6 @@ Box = tuple[slice, ...]
 # TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
 TILE_VOXELS = 32 << 20
 SEMANTIC_TILE_BYTES = 96 << 20
-# Largest box (voxels) a per-instance distance reads as one dense block; larger boxes are read
-# in slabs (hausdorff.py).
-BOX_VOXELS = 48 << 20
 
 
 def whole(shape) -> Box:
@@ -48,6 +49,15 @@ def box_size(box: Box) -> int:
     return math.prod(box_shape(box))
 
 
+def _buffer(held: np.ndarray | None, shape, dtype) -> np.ndarray:
+    """An array of ``shape`` on ``held``'s memory if it is large enough (tiles differ in size
+    at the crop's edges), else a new one (to be held by the caller from then on)."""
+    size = math.prod(shape)
+    if held is not None and held.dtype == dtype and held.size >= size:
+        return held.reshape(-1)[:size].reshape(shape)
+    return np.empty(shape, dtype)
+
+
 class ArrayVolume:
     """An array in C order (``cc3d`` numbers components in the memory order of its input; the
     arrays read from zarr are in C order)."""
@@ -56,8 +66,11 @@ class ArrayVolume:
         self.array = np.ascontiguousarray(array)
         self.shape, self.dtype = tuple(array.shape), array.dtype
 
-    def read(self, box: Box) -> np.ndarray:
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         return self.array[box]
+
+    def stored(self, box: Box) -> bool:
+        return True
 
 
 def as_volume(data):
@@ -73,9 +86,24 @@ class ZarrVolume:
         self.array, self.display, self.trusted = array, display, trusted
         self.shape, self.dtype = tuple(array.shape), array.dtype
         self.chunks = tuple(array.chunks)
+        self._held = None
 
-    def read(self, box: Box) -> np.ndarray:
-        return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box)
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
+        out = None
+        if reuse:
+            out = _buffer(self._held, box_shape(box), self.dtype)
+            if self._held is None or out.base is None:
+                self._held = out
+        return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box, out=out)
+
+    def stored(self, box: Box) -> bool:
+        """False when the box holds no stored chunk and the fill value is 0 (all zeros)."""
+        return self.array.stored(box)
+
+    def regions(self, box: Box) -> list[Box]:
+        """The parts of ``box`` that may hold nonzero values (its stored chunks), raster order."""
+        found = self.array.stored_regions(box)
+        return [box] if found is None else found
 
 
 class Window:
@@ -86,21 +114,41 @@ class Window:
         self.inner, self.origin = inner, tuple(int(o) for o in origin)
         self.shape, self.dtype = tuple(int(n) for n in shape), inner.dtype
         self.chunks = getattr(inner, "chunks", None)
+        self._held = None
 
-    def read(self, box: Box) -> np.ndarray:
+    def _inner_box(self, box: Box) -> Box | None:
+        inner = []
+        for s, o, n in zip(box, self.origin, self.inner.shape):
+            low, high = max(s.start + o, 0), min(s.stop + o, n)
+            if high <= low:
+                return None
+            inner.append(slice(low, high))
+        return tuple(inner)
+
+    def stored(self, box: Box) -> bool:
+        inner = self._inner_box(box)
+        return inner is not None and is_stored(self.inner, inner)
+
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         out_shape = box_shape(box)
         source, target = [], []
         for s, o, n in zip(box, self.origin, self.inner.shape):
             low, high = max(s.start + o, 0), min(s.stop + o, n)
-            if high <= low:
-                return np.zeros(out_shape, self.dtype)
             source.append(slice(low, high))
             target.append(slice(low - o - s.start, high - o - s.start))
-        part = self.inner.read(tuple(source))
-        if tuple(part.shape) == out_shape:
+        inside = all(t.stop > t.start for t in target)
+        part = _read(self.inner, tuple(source), reuse) if inside else None
+        if part is not None and tuple(part.shape) == out_shape:
             return part
-        out = np.zeros(out_shape, self.dtype)
-        out[tuple(target)] = part
+        if reuse:
+            out = _buffer(self._held, out_shape, self.dtype)
+            if self._held is None or out.base is None:
+                self._held = out
+            out.fill(0)
+        else:
+            out = np.zeros(out_shape, self.dtype)
+        if part is not None:
+            out[tuple(target)] = part
         return out
 
 
@@ -113,9 +161,40 @@ class Masked:
         self.shape = volume.shape
         self.dtype = np.result_type(volume.dtype, mask.dtype)
         self.chunks = getattr(volume, "chunks", None)
+        self._held = None
 
-    def read(self, box: Box) -> np.ndarray:
-        return self.volume.read(box) * self.mask.read(box)
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
+        values, mask = _read(self.volume, box, reuse), _read(self.mask, box, reuse)
+        if not reuse:
+            return values * mask
+        out = _buffer(self._held, box_shape(box), self.dtype)
+        if self._held is None or out.base is None:
+            self._held = out
+        return np.multiply(values, mask, out=out)
+
+    def stored(self, box: Box) -> bool:
+        return is_stored(self.volume, box) and is_stored(self.mask, box)
+
+    def regions(self, box: Box) -> list[Box]:
+        return regions(self.volume, box)
+
+
+def _read(volume, box: Box, reuse: bool) -> np.ndarray:
+    """``volume.read(box)``, reusing its buffer if asked and it can."""
+    return volume.read(box, reuse=True) if reuse and getattr(volume, "reusable", True) else volume.read(box)
+
+
+def is_stored(volume, box: Box) -> bool:
+    """False only when ``volume`` is certainly all zeros on ``box`` (nothing stored there): the
+    passes then skip the box without reading it. Volumes that cannot tell say True."""
+    stored = getattr(volume, "stored", None)
+    return True if stored is None else bool(stored(box))
+
+
+def regions(volume, box: Box) -> list[Box]:
+    """The parts of ``box`` where ``volume`` may be nonzero (the whole box if it cannot tell)."""
+    found = getattr(volume, "regions", None)
+    return [box] if found is None else found(box)
 
 
 def masked(volume, mask):
@@ -173,7 +252,10 @@ def foreground_counts(truth, pred) -> BinaryCounts:
     and accuracy, head's tp/fp/fn), in memory bounded by SEMANTIC_TILE_BYTES whatever the crop."""
     n_truth = n_pred = tp = total = 0
     for box in tiles(truth.shape, getattr(truth, "chunks", None), _semantic_tile_voxels(truth, pred)):
-        t, p = truth.read(box) > 0, pred.read(box) > 0
+        if not is_stored(truth, box) and not is_stored(pred, box):
+            total += box_size(box)
+            continue
+        t, p = _read(truth, box, True) > 0, _read(pred, box, True) > 0
         n_truth += int(np.count_nonzero(t))
         n_pred += int(np.count_nonzero(p))
         t &= p
