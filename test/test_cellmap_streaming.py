@@ -239,10 +239,11 @@ def check(pair, description):
     assert not differing, f"{description}: {differing}"
 
 
-@pytest.fixture(params=["whole", "tiles"])
+@pytest.fixture(params=["whole", "tiles", "tiles-reread"])
 def tiling(request, monkeypatch):
-    """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces."""
-    if request.param == "tiles":
+    """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces;
+    ``tiles-reread``: the distances read the volumes again instead of the recorded runs."""
+    if request.param.startswith("tiles"):
         from evaluation.metrics import hausdorff
         from evaluation.suites.cellmap import volumes
 
@@ -256,6 +257,8 @@ def tiling(request, monkeypatch):
         from evaluation.suites.cellmap import instances
 
         monkeypatch.setattr(instances, "OVERLAP_VOXELS", 50)
+        if request.param == "tiles-reread":
+            monkeypatch.setattr(instances, "RUN_BYTES", 0)
     return request.param
 
 

@@ -50,13 +50,13 @@ Box = tuple[slice, ...]
 # A union box this many times larger than the boxes of its parts is searched with a k-d tree.
 SPARSE_BOX_FACTOR = 32
 # Outside voxels up to which all are looked up in the tree; beyond, candidates first.
-DIRECT_QUERIES = 20_000
+DIRECT_QUERIES = 5_000
 # The EDT locates candidates when the outside voxels are more than this share of the box.
 EDT_SHARE = 1 / 24
 # Candidates of the float32 EDT: squared distances within this relative margin of its maximum
 # (its error is about 1e-7 relative; the margin is 500 times that).
 EDT_MARGIN = 1e-4
-CELL = 4  # edge of the cells of the Lipschitz bound, in voxels
+CELL = 2  # edge of the cells of the Lipschitz bound, in voxels
 THREADS = 1  # threads for the EDT and the tree queries (set by the caller for its task)
 # A union box of more voxels is handled as bit-packed masks, slab by slab (a Voronoi-like cell
 # can span a 1000^3 crop: its masks and their derived arrays would take gigabytes).
@@ -156,9 +156,11 @@ def _farthest(points: np.ndarray, nearest: _Nearest, cap: float) -> float:
     best = float(at_first.max())
     if best >= cap:
         return best
-    rho = math.sqrt(float(np.sum(((CELL - 1) * nearest.vs) ** 2)))
-    open_cells = at_first + rho * (1 + 1e-9) > best
-    candidates = points[open_cells[inverse.ravel()]]
+    # each voxel is within its own offset from its cell's representative (a bound per voxel, not
+    # per cell, margins for the rounding of the reference arithmetic)
+    inverse = inverse.ravel()
+    reach = _distance(points - points[first][inverse], nearest.vs)
+    candidates = points[at_first[inverse] + reach * (1 + 1e-9) + 1e-9 * best > best]
     return max(best, float(nearest(candidates).max())) if len(candidates) else best
 
 
@@ -397,7 +399,8 @@ def capped_hausdorff_sets(sets, ids, voxel_size, cap: float, threads: int = 1) -
         packed = sets.packed_masks([(g, parts, box) for _, g, parts, box in batch])
         for i, g, _, box in batch:
             values[i] = _packed_pair(*packed.pop(g), tuple(s.stop - s.start for s in box), vs, cap)
-    rest = [i for i, v in enumerate(values) if v is None]
+    # in raster order of their boxes: neighbours share the chunks the streamed sets decode
+    rest = sorted((i for i, v in enumerate(values) if v is None), key=lambda i: [s.start for s in sets.truth_box(keys[i])])
     if threads > 1 and len(rest) > 1:
         from concurrent.futures import ThreadPoolExecutor
 

@@ -143,6 +143,10 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 #   their slabs, points kept between passes and boundary points (PACKED_BYTES);
 # - the semantic pass: two tiles of SEMANTIC_TILE_BYTES (reads and their comparisons);
 # - decoding: up to two chunks in flight per thread (``zarr_store``).
+# - the process itself (interpreter and libraries, forked from the grader): PROCESS_BYTES, so that
+#   the estimate bounds the worker's whole peak as the runner logs it (its schedule adds its own
+#   baseline on top: a little double counting, on the safe side).
+PROCESS_BYTES = 256 << 20
 INSTANCE_TILE_BYTES = 10
 PER_CROP_VOXEL = 0.3
 BOX_BYTES = 40
@@ -174,12 +178,14 @@ def memory_estimate(grid: Grid, source, instance: bool, scale, truth=None, mask=
     pred_item = itemsize if instance or scale is None else 1
     decode = 2 * DECODE_THREADS * max(_chunk_bytes(source), _chunk_bytes(truth) if truth is not None else 0)
     if instance:
+        decode += 3 * volumes.CACHE_BYTES  # chunk caches of the truth, the mask and the prediction
+    if instance:
         tile = min(target, volumes.TILE_VOXELS)
         per_voxel = INSTANCE_TILE_BYTES + 2 * pred_item + truth_item + 3 * mask_item + 8 * (mask_item > 0)
         estimate = tile * per_voxel + int(target * PER_CROP_VOXEL) + distance_bytes()
     else:
         estimate = 2 * volumes.SEMANTIC_TILE_BYTES
-    estimate += decode
+    estimate += decode + PROCESS_BYTES
     if scale is not None:
         if source_voxels * 4 / 1024**2 > alignment.CHUNKED_LOADING_MIB:
             block = alignment.CHUNK_EDGE**3
@@ -215,8 +221,9 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
                 instance = label in options.instance_classes
                 fixed.setdefault(crop, {})[label] = _not_submitted(truth_root / crop / label, instance, grid, version)
     _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
-    value_dtypes = {_truth_dtype(t.payload) for t in tasks if t.payload.instance and t.refusal is None} - {None}
-    if value_dtypes:  # compiled once here rather than in every forked worker
+    instance_tasks = [t for t in tasks if t.payload.instance and t.refusal is None]
+    if len(instance_tasks) > 1:  # loaded (or compiled) once here rather than in every forked worker
+        value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
         label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
     return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
 
@@ -297,12 +304,19 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
     if truth.shape != tuple(pair.grid.shape):
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
+    cache = volumes.ChunkCache(source, pair.display, trusted=False)
+
+    def read(region, out=None):  # the passes reuse their buffers; the distances' boxes go through the cache
+        if out is None and isinstance(region, tuple):
+            return cache.read(region)
+        return zarr_store.read_array(source, pair.display, region=region, out=out)
+
     pred = aligned(
         source,
         zarr_store.attributes(source),
         pair.grid,
         instance=pair.label in INSTANCE_CLASSES,
-        read=lambda region, out=None: zarr_store.read_array(source, pair.display, region=region, out=out),
+        read=read,
         max_size_ratio=pair.limits.max_volume_size_ratio,
         display=pair.display,
         infer_scale_from_shape=infer_scale_from_shape,

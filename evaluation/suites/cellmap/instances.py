@@ -42,6 +42,7 @@ from evaluation.suites.cellmap.options import Limits
 
 TOO_MANY = "skipped_too_many_instances"
 OVERLAP_VOXELS = 4 << 20  # truth voxels per pass of label_stats.overlaps
+RUN_BYTES = 192 << 20  # runs recorded for the distances, of the truth and of the components each
 
 
 def max_distance(voxel_size, shape) -> float:
@@ -151,9 +152,9 @@ def _comparable(values: np.ndarray) -> np.ndarray:
     return values.view(np.uint16) if values.dtype == np.float16 else values
 
 
-def tile_components(p: np.ndarray, special: bool = False) -> tuple[np.ndarray, int, int]:
-    """``cc3d.connected_components(p)`` of one tile as the whole array's call labels it: (labels,
-    count, rows of the tile holding foreground).
+def tile_components(p: np.ndarray, special: bool = False, keep_runs: bool = False):
+    """``cc3d.connected_components(p)`` of one tile as the whole array's call labels it, and
+    its statistics: (labels, count, rows of the tile holding foreground, ``component_stats``).
 
     ``cc3d`` labels an array whose foreground lies in a single x-row by a shortcut
     (``epl_special_row``) that compares values as int64: equal fractional floats are split and
@@ -161,12 +162,15 @@ def tile_components(p: np.ndarray, special: bool = False) -> tuple[np.ndarray, i
     prediction does not, so such a tile is labelled by the general algorithm (the row, an empty
     row and a distant dummy voxel, which ``cc3d`` numbers last); ``special`` applies the shortcut
     instead, as the whole call does when the whole prediction has a single foreground row."""
-    foreground = (_comparable(p) != 0).any(axis=-1)
-    rows = np.flatnonzero(foreground.ravel())
-    if rows.size != 1:
+    try:
         labels, n = cc3d.connected_components(p, return_N=True)
-        return labels, int(n), int(rows.size)
-    at = np.unravel_index(int(rows[0]), foreground.shape)
+        stats = label_stats.component_stats(labels, int(n), keep_runs)
+        if stats[3] != 1:
+            return labels, int(n), stats[3], stats
+    except (OverflowError, ValueError):  # the shortcut on uint64 above 2^63 or NaN: a single row, below
+        pass
+    foreground = (_comparable(p) != 0).any(axis=-1)
+    at = np.unravel_index(int(np.flatnonzero(foreground.ravel())[0]), foreground.shape)
     row = p[at]
     stack = np.zeros((2 if special else 3, 1, row.size), p.dtype)
     stack[0, 0] = row
@@ -175,15 +179,19 @@ def tile_components(p: np.ndarray, special: bool = False) -> tuple[np.ndarray, i
     labels, n = cc3d.connected_components(stack, return_N=True)
     out = np.zeros(p.shape, labels.dtype)
     out[at] = labels[0, 0]
-    return out, int(n) - (0 if special else 1), 1
+    n = int(n) - (0 if special else 1)
+    return out, n, 1, label_stats.component_stats(out, n, keep_runs)
 
 
 class _Scan:
     """Accumulates the tiles of one crop (see the module docstring)."""
 
-    def __init__(self, shape, special: bool = False):
+    def __init__(self, shape, special: bool = False, record: bool = True):
         self.shape, self.special, self.rows = tuple(shape), special, 0
         self.tiles = []  # (box, provisional base) of every tile read
+        # the runs along x of every truth id and every component, while they fit RUN_BYTES each
+        self.truth_runs, self.pred_runs = ([], []) if record else (None, None)
+        self.run_bytes = [0, 0]
         self.sizes, self.first, self.boxes = [np.zeros(1, np.int64)], [np.zeros(1, np.int64)], [np.zeros((1, 6), np.int64)]
         self.tables, self.truth_rows, self.pairs, self.maxima = [], [], [], []
         self.n_truth = self.n_pred_fg = self.tp = self.total = 0
@@ -197,9 +205,8 @@ class _Scan:
         for the parts of the tile where the truth may be nonzero (all zeros elsewhere). Returns
         the tile's components (``cc3d``'s labels, numbered from 1 in this tile)."""
         origin = np.array([s.start for s in box], np.int64)
-        local, n, rows = tile_components(p, self.special)
+        local, n, rows, (sizes, first, boxes, _, label_runs) = tile_components(p, self.special, self.pred_runs is not None)
         self.rows += rows
-        sizes, first, boxes = label_stats.component_stats(local, n)
         base = self.count
         self.count += int(n)
         self.tiles.append((box, base))
@@ -218,7 +225,8 @@ class _Scan:
                 t = block[z : z + step]
                 at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
                 part = local[tuple(slice(a - o, a - o + n) for a, o, n in zip(at, origin, t.shape))]
-                ids, truth_boxes, a, b, count, fg = label_stats.overlaps(t, part, n)
+                ids, truth_boxes, a, b, count, fg, runs = label_stats.overlaps(t, part, n)
+                self._record(0, runs, at)
                 self.tables.append((a, np.where(b > 0, b + base, 0), count))
                 self.n_truth += fg
                 self.tp += int(count[b > 0].sum())
@@ -230,8 +238,27 @@ class _Scan:
         if covered < local.size:  # the rest of the tile is zero
             self.maxima.append(np.zeros(1, truth_dtype)[0])
         self.total += int(local.size)
+        if label_runs is not None:
+            at, length, label = label_runs
+            self._record(1, (at, length, label + base), origin)
         self._faces(box, local, base, _comparable(p))
         return local
+
+    def _record(self, which: int, runs, origin) -> None:
+        """Keep runs (0: truth, 1: components) in crop coordinates, or give up on them for good
+        once they pass RUN_BYTES (the distances then read the volumes again)."""
+        kept = self.truth_runs if which == 0 else self.pred_runs
+        if kept is None:
+            return
+        at, length, key = runs
+        self.run_bytes[which] += len(length) * 24
+        if self.run_bytes[which] > RUN_BYTES:
+            if which == 0:
+                self.truth_runs = None
+            else:
+                self.pred_runs = None
+            return
+        kept.append(((at + np.asarray(origin, np.int32)).astype(np.int32), length.astype(np.int32), key))
 
     def add_empty(self, box, truth_dtype, pred_dtype) -> None:
         """A tile where neither truth nor prediction has anything stored: all zeros."""
@@ -313,7 +340,24 @@ class _Scan:
             tiles=tuple(self.tiles),
             lut=lut,
             special=self.special,
+            truth_runs=_sorted_runs(self.truth_runs),
+            pred_runs=_sorted_runs(self.pred_runs, lut),
         )
+
+
+def _sorted_runs(kept, lut=None):
+    """Recorded runs as (keys ascending, (z, y, x) starts, lengths), components renumbered by
+    ``lut``; None if they were given up."""
+    if kept is None:
+        return None
+    if not kept:
+        return np.zeros(0, np.uint64), np.zeros((0, 3), np.int32), np.zeros(0, np.int32)
+    at = np.concatenate([k[0] for k in kept])
+    length = np.concatenate([k[1] for k in kept])
+    key = np.concatenate([k[2] for k in kept])
+    key = lut[key] if lut is not None else key.astype(np.uint64)
+    order = np.argsort(key, kind="stable")
+    return key[order], at[order], length[order]
 
 
 def _aggregate(lut, n_pred, sizes, first, boxes, total) -> Components:
@@ -402,11 +446,23 @@ class _StreamedSets:
         row = self.found.components.boxes[p]
         return tuple(slice(int(a), int(b)) for a, b in zip(row[:3], row[3:]))
 
+    def _painted(self, runs, key: int, box) -> np.ndarray:
+        """The voxels of ``key``'s recorded runs on ``box`` (which holds them all)."""
+        keys, at, length = runs
+        lo, hi = np.searchsorted(keys, [key, key + 1]) if key < 2**64 - 1 else (np.searchsorted(keys, key), len(keys))
+        return label_stats.paint_runs(np.zeros(volumes.box_shape(box), bool), at[lo:hi], length[lo:hi], [s.start for s in box])
+
     def truth_mask(self, box, g: int) -> np.ndarray:
+        if self.found.truth_runs is not None:
+            return self._painted(self.found.truth_runs, g, box)
         return self.truth.read(box) == g
 
     def _piece(self, p: int) -> np.ndarray:
         """Component p on its own box."""
+        if p not in self._piece_cache and self.found.pred_runs is not None:
+            if len(self._piece_cache) > 4:
+                self._piece_cache.pop(next(iter(self._piece_cache)))
+            self._piece_cache[p] = self._painted(self.found.pred_runs, p, self.part_box(p))
         if p not in self._piece_cache:
             box = self.part_box(p)
             values = _comparable(self.pred.read(box))
@@ -455,11 +511,16 @@ class _StreamedSets:
         for g, _, box in requests:
             shape = volumes.box_shape(box)
             out[g] = tuple(np.zeros(shape[:2] + (-(-shape[2] // 8),), np.uint8) for _ in range(2))
+        if found.truth_runs is not None and found.pred_runs is not None:
+            for g, parts, box in requests:
+                for packed, runs, keys in ((out[g][0], found.truth_runs, [g]), (out[g][1], found.pred_runs, parts)):
+                    self._pack_runs(packed, runs, keys, box)
+            return out
         for tile, base in found.tiles:
             wanted = [r for r in requests if all(max(a.start, b.start) < min(a.stop, b.stop) for a, b in zip(tile, r[2]))]
             if not wanted:
                 continue
-            local, _, _ = tile_components(volumes._read(self.pred, tile, True), found.special)
+            local = tile_components(volumes._read(self.pred, tile, True), found.special)[0]
             t = volumes._read(self.truth, tile, True)
             for g, parts, box in wanted:
                 region = tuple(slice(max(a.start, b.start), min(a.stop, b.stop)) for a, b in zip(tile, box))
@@ -473,6 +534,30 @@ class _StreamedSets:
                 out[g][0][in_box[:2]] = pack(t[in_tile] == g)
                 out[g][1][in_box[:2]] = pack(b_mask)
         return out
+
+    @staticmethod
+    def _pack_runs(packed: np.ndarray, runs, keys, box, planes: int = 64) -> None:
+        """Paint the recorded runs of ``keys`` into bit-packed planes of ``box``, a few planes
+        at a time."""
+        ids, at, length = runs
+        chosen = []
+        for key in keys:
+            lo, hi = np.searchsorted(ids, key), np.searchsorted(ids, key, side="right")
+            chosen.append(np.arange(lo, hi))
+        chosen = np.concatenate(chosen)
+        at, length = at[chosen], length[chosen]
+        order = np.argsort(at[:, 0], kind="stable")
+        at, length = at[order], length[order]
+        origin = np.array([s.start for s in box], np.int64)
+        shape = volumes.box_shape(box)
+        for z0 in range(0, shape[0], planes):
+            z1 = min(z0 + planes, shape[0])
+            lo, hi = np.searchsorted(at[:, 0], [origin[0] + z0, origin[0] + z1])
+            if hi > lo:
+                mask = label_stats.paint_runs(
+                    np.zeros((z1 - z0,) + shape[1:], bool), at[lo:hi], length[lo:hi], origin + np.array([z0, 0, 0])
+                )
+                packed[z0:z1] = pack(mask)
 
     def in_a(self, points: np.ndarray, g: int) -> np.ndarray:
         box = self.truth_box(g)
@@ -520,6 +605,8 @@ class Instances:
     tiles: tuple = ()  # (box, provisional base) of the tiles read, to label any box again
     lut: np.ndarray = None  # provisional component -> component
     special: bool = False  # tiles labelled with cc3d's single-row shortcut
+    truth_runs: tuple = None  # (ids, starts, lengths) of the truth's runs along x, by id
+    pred_runs: tuple = None  # the same of the components
 
     @classmethod
     def scan(cls, pred, truth, voxel_size) -> "Instances":
@@ -527,7 +614,7 @@ class Instances:
         truth, pred = volumes.as_volume(truth), volumes.as_volume(pred)
         boxes = list(volumes.tiles(truth.shape, getattr(truth, "chunks", None), volumes.TILE_VOXELS, split_x=False))
         for special in (False, True):
-            scan, kept, risky = _Scan(truth.shape, special), None, False
+            scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False
             for box in boxes:
                 if len(boxes) > 1 and not volumes.is_stored(truth, box) and not volumes.is_stored(pred, box):
                     scan.add_empty(box, truth.dtype, pred.dtype)

@@ -21,6 +21,8 @@ The resampled prediction (``alignment.Resampled``, ``alignment.BlockResampled``)
 """
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
@@ -35,6 +37,7 @@ Box = tuple[slice, ...]
 # TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
 TILE_VOXELS = 32 << 20
 SEMANTIC_TILE_BYTES = 96 << 20
+CACHE_BYTES = 192 << 20  # decoded chunks kept for the per-instance reads of one array
 
 
 def whole(shape) -> Box:
@@ -78,6 +81,52 @@ def as_volume(data):
     return data if hasattr(data, "read") and hasattr(data, "shape") else ArrayVolume(np.asarray(data))
 
 
+class ChunkCache:
+    """Region reads of a zarr array assembled from whole decoded chunks kept in a small LRU
+    cache: the per-instance boxes of the distances overlap the same chunks again and again (a
+    128^3 uint64 chunk is 16 MB to decode for a box corner). Regions spanning many chunks are
+    read directly. Safe to use from several threads."""
+
+    def __init__(self, array: zarr_store.Array, display: str, trusted: bool, budget: int = CACHE_BYTES):
+        self.array, self.display, self.trusted, self.budget = array, display, trusted, budget
+        self.grid = tuple(int(c) for c in (array.shards or array.chunks))
+        self._chunks: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _chunk(self, coords) -> np.ndarray:
+        with self._lock:
+            if coords in self._chunks:
+                self._chunks.move_to_end(coords)
+                return self._chunks[coords]
+        region = tuple(slice(c * g, min((c + 1) * g, n)) for c, g, n in zip(coords, self.grid, self.array.shape))
+        chunk = zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=region)
+        with self._lock:
+            self._chunks[coords] = chunk
+            size = sum(c.nbytes for c in self._chunks.values())
+            while len(self._chunks) > 1 and size > self.budget:
+                size -= self._chunks.popitem(last=False)[1].nbytes
+        return chunk
+
+    def read(self, box: Box) -> np.ndarray:
+        low = [s.start // g for s, g in zip(box, self.grid)]
+        high = [-(-s.stop // g) for s, g in zip(box, self.grid)]
+        span = math.prod(h - lo for lo, h in zip(low, high))
+        chunk_bytes = math.prod(self.grid) * self.array.dtype.itemsize
+        if span > 8 or span * chunk_bytes > self.budget // 2:  # a tile, or a box over many chunks
+            return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box)
+        out = np.empty(box_shape(box), self.array.dtype)
+        for offset in np.ndindex(*[h - lo for lo, h in zip(low, high)]):
+            coords = tuple(lo + o for lo, o in zip(low, offset))
+            chunk = self._chunk(coords)
+            source, target = [], []
+            for c, g, s in zip(coords, self.grid, box):
+                a, b = max(c * g, s.start), min((c + 1) * g, s.stop)
+                source.append(slice(a - c * g, b - c * g))
+                target.append(slice(a - s.start, b - s.start))
+            out[tuple(target)] = chunk[tuple(source)]
+        return out
+
+
 class ZarrVolume:
     """A zarr array read region by region; ``trusted`` for the organizer's ground truth
     (errors are ``PhaseError``), else the participant's (``SubmissionError``)."""
@@ -87,13 +136,14 @@ class ZarrVolume:
         self.shape, self.dtype = tuple(array.shape), array.dtype
         self.chunks = tuple(array.chunks)
         self._held = None
+        self._cache = ChunkCache(array, display, trusted)
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
-        out = None
-        if reuse:
-            out = _buffer(self._held, box_shape(box), self.dtype)
-            if self._held is None or out.base is None:
-                self._held = out
+        if not reuse:  # a box of the distances: through the chunk cache
+            return self._cache.read(box)
+        out = _buffer(self._held, box_shape(box), self.dtype)
+        if self._held is None or out.base is None:
+            self._held = out
         return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box, out=out)
 
     def stored(self, box: Box) -> bool:
