@@ -239,10 +239,11 @@ def check(pair, description):
     assert not differing, f"{description}: {differing}"
 
 
-@pytest.fixture(params=["whole", "tiles", "tiles-reread"])
+@pytest.fixture(params=["whole", "tiles", "tiles-reread", "tiles-sparse"])
 def tiling(request, monkeypatch):
     """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces;
-    ``tiles-reread``: the distances read the volumes again instead of the recorded runs."""
+    ``tiles-reread``: the distances read the volumes again instead of the recorded runs;
+    ``tiles-sparse``: every instance measured by the sparse path (sets gathered box by box)."""
     if request.param.startswith("tiles"):
         from evaluation.metrics import hausdorff
         from evaluation.suites.cellmap import volumes
@@ -259,6 +260,8 @@ def tiling(request, monkeypatch):
         monkeypatch.setattr(instances, "OVERLAP_VOXELS", 50)
         if request.param == "tiles-reread":
             monkeypatch.setattr(instances, "RUN_BYTES", 0)
+        if request.param == "tiles-sparse":
+            monkeypatch.setattr(hausdorff, "SPARSE_BOX_FACTOR", 0)
     return request.param
 
 

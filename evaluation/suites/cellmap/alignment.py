@@ -26,6 +26,7 @@ from scipy import ndimage
 from skimage.transform import rescale
 
 from evaluation.errors import SubmissionError
+from evaluation.metrics.jit import numba
 from evaluation.suites.cellmap.volumes import Box, Window, box_shape
 
 SEMANTIC_THRESHOLD = 0.5
@@ -250,6 +251,32 @@ def align(
 # The aligned prediction as a volume, region by region
 
 
+if numba is not None:
+
+    @numba.njit(cache=True, nogil=True)
+    def _linear_kernel(values, iz, wz, iy, wy, ix, wx, out):
+        """``zoom_shift``'s linear interpolation from per-axis tables (``_linear_tables``):
+        scipy's C loop takes ~100 ns a voxel here, this a few."""
+        for a in range(out.shape[0]):
+            for b in range(out.shape[1]):
+                for c in range(out.shape[2]):
+                    t = 0.0
+                    for h0 in range(2):
+                        z = iz[a, h0]
+                        if z < 0:
+                            continue
+                        for h1 in range(2):
+                            y = iy[b, h1]
+                            if y < 0:
+                                continue
+                            for h2 in range(2):
+                                x = ix[c, h2]
+                                if x < 0:
+                                    continue
+                                t += ((values[z, y, x] * wz[a, h0]) * wy[b, h1]) * wx[c, h2]
+                    out[a, b, c] = t
+
+
 class _Rescaling:
     """``skimage.transform.rescale(image, scale, order, mode="constant", preserve_range=True)``
     (scikit-image ``transform/_warps.py``: ``rescale`` -> ``resize`` -> ``ndimage.zoom`` with
@@ -291,7 +318,7 @@ class _Rescaling:
         self.zoom = np.ascontiguousarray(np.divide(np.array(in_shape), np.array(self.shape), dtype=np.float64))
         self.filtered, self.order = image, order
         self._mode = ndimage._ni_support._extend_mode_to_code("grid-constant")
-        self._bounds = None
+        self._bounds, self._tables = None, None
 
     @staticmethod
     def _range(image):
@@ -304,9 +331,47 @@ class _Rescaling:
         if self.identity:
             return self.filtered[box].copy()
         out = np.zeros(box_shape(box), dtype=self.filtered.dtype)
+        if self.order == 1 and self._linear_tables() is not None:
+            tables = [(index[s], weight[s]) for (index, weight), s in zip(self._tables, box)]
+            _linear_kernel(self.filtered, *tables[0], *tables[1], *tables[2], out)
+            return out
         shift = np.array([s.start for s in box], dtype=np.float64)
         ndimage._nd_image.zoom_shift(self.filtered, self.zoom, shift, out, self.order, self._mode, 0.0, 0, True)
         return out
+
+    def _linear_tables(self):
+        """Per axis, the (at most two) input voxels and weights of every output voxel of the
+        linear interpolation, read off ``zoom_shift`` itself: zooming a one-hot line gives each
+        weight exactly (0.0 + 1.0 * w). A voxel of the 3-D call is then
+        sum over (z, y, x) neighbours, in that order, of ((value * wz) * wy) * wx, as the C loop
+        adds them; neighbours with zero weight or outside the input add 0 and are left out,
+        which needs finite values (else inf * 0 would be NaN): arrays with NaN or infinities,
+        or any table that does not look like this, keep the C routine."""
+        if self._tables is None:
+            self._tables = False
+            if numba is None or self.filtered.ndim != 3 or self._nan or not np.isfinite([self.minimum, self.maximum]).all():
+                return None
+            tables = []
+            for n_in, n_out, zoom in zip(self.filtered.shape, self.shape, self.zoom):
+                weights = np.zeros((n_out, n_in))
+                hot, line = np.zeros(n_in), np.zeros(n_out)
+                for j in range(n_in):
+                    hot[j] = 1.0
+                    ndimage._nd_image.zoom_shift(hot, np.array([zoom]), None, line, 1, self._mode, 0.0, 0, True)
+                    weights[:, j] = line
+                    hot[j] = 0.0
+                count = np.count_nonzero(weights, axis=1)
+                if count.max(initial=0) > 2:
+                    return None
+                index = np.full((n_out, 2), -1, np.int64)
+                weight = np.zeros((n_out, 2))
+                rows, cols = np.nonzero(weights)  # row-major: ascending input index within a row
+                slot = np.zeros(len(rows), np.int64)
+                slot[1:] = rows[1:] == rows[:-1]
+                index[rows, slot], weight[rows, slot] = cols, weights[rows, cols]
+                tables.append((index, weight))
+            self._tables = tables
+        return self._tables or None
 
     def _clip_bounds(self):
         """``_clip_warp_output``'s bounds, from the input's range and, if 0 is outside it, the

@@ -449,7 +449,8 @@ class _StreamedSets:
     def _painted(self, runs, key: int, box) -> np.ndarray:
         """The voxels of ``key``'s recorded runs on ``box`` (which holds them all)."""
         keys, at, length = runs
-        lo, hi = np.searchsorted(keys, [key, key + 1]) if key < 2**64 - 1 else (np.searchsorted(keys, key), len(keys))
+        key = keys.dtype.type(key)  # in the keys' own dtype: a Python int would cast all of them
+        lo, hi = np.searchsorted(keys, key), np.searchsorted(keys, key, side="right")
         return label_stats.paint_runs(np.zeros(volumes.box_shape(box), bool), at[lo:hi], length[lo:hi], [s.start for s in box])
 
     def truth_mask(self, box, g: int) -> np.ndarray:
@@ -542,6 +543,7 @@ class _StreamedSets:
         ids, at, length = runs
         chosen = []
         for key in keys:
+            key = ids.dtype.type(key)
             lo, hi = np.searchsorted(ids, key), np.searchsorted(ids, key, side="right")
             chosen.append(np.arange(lo, hi))
         chosen = np.concatenate(chosen)
@@ -561,7 +563,7 @@ class _StreamedSets:
 
     def in_a(self, points: np.ndarray, g: int) -> np.ndarray:
         box = self.truth_box(g)
-        key = (g, box)
+        key = (g, tuple((s.start, s.stop) for s in box))
         if key not in self._truth_cache:
             self._truth_cache.clear()
             self._truth_cache[key] = self.truth_mask(box, g)
