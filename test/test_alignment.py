@@ -157,7 +157,9 @@ def test_compiled_linear_interpolation_equals_scipys_to_the_bit(seed):
     scale = np.array(rng.choice([2.0, 4.0, 0.5, 3.0, 1.5], size=3) if seed % 2 else [rng.choice([2.0, 4.0, 0.5])] * 3)
     kind = seed % 3
     image = (rng.random(shape) > 0.5) if kind == 0 else rng.normal(size=shape).astype(np.float32 if kind == 1 else np.float64)
-    whole = rescale(image.astype(np.float32) if image.dtype == bool else image, scale, order=1, mode="constant", preserve_range=True)
+    whole = rescale(
+        image.astype(np.float32) if image.dtype == bool else image, scale, order=1, mode="constant", preserve_range=True
+    )
     rescaling = _prepare(image.copy(), scale, instance=False)  # which filters its own array in place
     full = tuple(slice(0, n) for n in rescaling.shape)
     boxes = [full] + [tuple(slice(int(a), int(b) + 1) for a, b in (sorted(rng.integers(0, n, 2)) for n in rescaling.shape))]
