@@ -143,31 +143,42 @@ def test_large_semantic_arrays_take_the_blockwise_path(monkeypatch):
     assert not out[8, 8, 7] and not out[7, 8, 8]
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_compiled_linear_interpolation_equals_scipys_to_the_bit(seed):
     """The compiled linear kernel must give every voxel of ``rescale(order=1)`` exactly as
-    scipy's ``zoom_shift`` does (same products, same order of addition): random shapes with
-    size-1 and odd axes, up- and down-scaling, negative values, booleans as float32, any box."""
+    scipy's ``zoom_shift`` does (same products, same order of addition), and its fused mask
+    exactly ``region > 0.5`` (with the block-wise path's float32 store): random shapes with
+    size-1 and odd axes, up- and down-scaling, booleans, small integers, negative values,
+    values within float32's rounding of the threshold, any box."""
     from skimage.transform import rescale
 
-    from evaluation.suites.cellmap.alignment import _prepare
+    from evaluation.suites.cellmap.alignment import SEMANTIC_THRESHOLD, _prepare
 
     rng = np.random.default_rng(seed)
     shape = tuple(int(n) for n in rng.choice([1, 2, 3, 5, 8, 13], size=3))
     scale = np.array(rng.choice([2.0, 4.0, 0.5, 3.0, 1.5], size=3) if seed % 2 else [rng.choice([2.0, 4.0, 0.5])] * 3)
-    kind = seed % 3
-    image = (rng.random(shape) > 0.5) if kind == 0 else rng.normal(size=shape).astype(np.float32 if kind == 1 else np.float64)
-    whole = rescale(
-        image.astype(np.float32) if image.dtype == bool else image, scale, order=1, mode="constant", preserve_range=True
-    )
+    image = [
+        lambda: rng.random(shape) > 0.5,
+        lambda: rng.normal(size=shape).astype(np.float32),
+        lambda: rng.normal(size=shape),
+        lambda: rng.integers(0, 4, size=shape).astype(np.uint8),
+        lambda: 0.5 + rng.choice([-1e-9, 1e-9, 0.0, 1.0], size=shape),
+        lambda: 0.5 + rng.integers(-3, 4, size=shape) * 2.0**-52,  # sums a few ulps off 0.5
+    ][seed % 6]()
+    float_image = image.astype(np.float32) if image.dtype == bool else image  # the reference's ``_rescale``
+    whole = rescale(float_image, scale, order=1, mode="constant", preserve_range=True)
     rescaling = _prepare(image.copy(), scale, instance=False)  # which filters its own array in place
     full = tuple(slice(0, n) for n in rescaling.shape)
     boxes = [full] + [tuple(slice(int(a), int(b) + 1) for a, b in (sorted(rng.integers(0, n, 2)) for n in rescaling.shape))]
     for box in boxes:
         compiled = rescaling._raw(box)
+        masks = rescaling.mask(box), rescaling.mask(box, as_float32=True)
         assert rescaling.identity or rescaling._tables, "the compiled path was not taken"
         rescaling._tables = False  # scipy's C routine
         reference = rescaling._raw(box)
+        values = rescaling.region(box)
         rescaling._tables = None
         assert (compiled + 0).tobytes() == (reference + 0).tobytes()  # + 0 turns -0.0 into 0.0
+        assert (masks[0] == (values > SEMANTIC_THRESHOLD)).all()
+        assert (masks[1] == (values.astype(np.float32) > SEMANTIC_THRESHOLD)).all()
     assert (rescaling.region(full) + 0).tobytes() == (whole + 0).tobytes()

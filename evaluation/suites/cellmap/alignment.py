@@ -27,6 +27,7 @@ from skimage.transform import rescale
 
 from evaluation.errors import SubmissionError
 from evaluation.metrics.jit import numba
+from evaluation.suites.cellmap import linear
 from evaluation.suites.cellmap.volumes import Box, Window, box_shape
 
 SEMANTIC_THRESHOLD = 0.5
@@ -251,32 +252,6 @@ def align(
 # The aligned prediction as a volume, region by region
 
 
-if numba is not None:
-
-    @numba.njit(cache=True, nogil=True)
-    def _linear_kernel(values, iz, wz, iy, wy, ix, wx, out):
-        """``zoom_shift``'s linear interpolation from per-axis tables (``_linear_tables``):
-        scipy's C loop takes ~100 ns a voxel here, this a few."""
-        for a in range(out.shape[0]):
-            for b in range(out.shape[1]):
-                for c in range(out.shape[2]):
-                    t = 0.0
-                    for h0 in range(2):
-                        z = iz[a, h0]
-                        if z < 0:
-                            continue
-                        for h1 in range(2):
-                            y = iy[b, h1]
-                            if y < 0:
-                                continue
-                            for h2 in range(2):
-                                x = ix[c, h2]
-                                if x < 0:
-                                    continue
-                                t += ((values[z, y, x] * wz[a, h0]) * wy[b, h1]) * wx[c, h2]
-                    out[a, b, c] = t
-
-
 class _Rescaling:
     """``skimage.transform.rescale(image, scale, order, mode="constant", preserve_range=True)``
     (scikit-image ``transform/_warps.py``: ``rescale`` -> ``resize`` -> ``ndimage.zoom`` with
@@ -291,9 +266,15 @@ class _Rescaling:
     (``preserve_cval``); they are then computed once, in slabs."""
 
     def __init__(self, image: np.ndarray, scale, order: int):
-        input_type = image.dtype
-        if input_type == np.float16:
+        if image.dtype == np.float16:
             image = image.astype(np.float32)
+        # linear interpolation works on floats: booleans as float32 (the reference's ``_rescale``
+        # converts them), other non-float inputs as float64 (``convert_to_float``); the
+        # conversion is exact, so it is made only where something needs the float array
+        float_type = image.dtype
+        if order > 0 and image.dtype.char not in "df":
+            float_type = np.dtype(np.float32 if image.dtype == bool else np.float64)
+        input_type = float_type if image.dtype == bool else image.dtype  # what ``resize`` sees
         in_shape = image.shape
         out_shape = _rescale_shape(in_shape, scale)
         factors = np.divide(in_shape, out_shape)  # resize
@@ -302,23 +283,32 @@ class _Rescaling:
             and not (np.issubdtype(input_type, np.integer) and order == 0)
             and any(x < y for x, y in zip(out_shape, in_shape))
         )
-        if order > 0 and image.dtype.char not in "df":  # convert_to_float(preserve_range=True)
-            image = image.astype(float)
-        self.minimum, self.maximum, self._nan = self._range(image)
-        self._clip_type = image.dtype.type
+        low, high, self._nan = self._range(image)
+        self.minimum, self.maximum = float_type.type(low), float_type.type(high)
+        self._clip_type, self._float_type = float_type.type, float_type
         if anti_aliasing:
             sigma = np.maximum(0, (factors - 1) / 2)
+            converted = image.dtype != float_type
+            image = image.astype(float_type) if converted else image
             # in place when the array is ours: the same values (each line is filtered from a
             # copy), without a second input-sized array
-            own = image.flags.owndata and image.flags.writeable
+            own = converted or (image.flags.owndata and image.flags.writeable)
             image = ndimage.gaussian_filter(image, sigma, cval=0, mode="grid-constant", output=image if own else None)
         zoom = [1 / f for f in factors]
         self.shape = tuple(int(round(ii * jj)) for ii, jj in zip(in_shape, zoom))  # ndimage.zoom
         self.identity = all(z == 1 for z in zoom)  # ndimage.zoom then returns a copy of its input
         self.zoom = np.ascontiguousarray(np.divide(np.array(in_shape), np.array(self.shape), dtype=np.float64))
-        self.filtered, self.order = image, order
+        self.source, self.order = image, order
+        self._filtered = image if image.dtype == float_type else None
         self._mode = ndimage._ni_support._extend_mode_to_code("grid-constant")
         self._bounds, self._tables = None, None
+
+    @property
+    def filtered(self) -> np.ndarray:
+        """The (filtered) input as the float array ``zoom`` interpolates."""
+        if self._filtered is None:
+            self._filtered = self.source.astype(self._float_type)
+        return self._filtered
 
     @staticmethod
     def _range(image):
@@ -330,47 +320,22 @@ class _Rescaling:
     def _raw(self, box: Box) -> np.ndarray:
         if self.identity:
             return self.filtered[box].copy()
-        out = np.zeros(box_shape(box), dtype=self.filtered.dtype)
         if self.order == 1 and self._linear_tables() is not None:
-            tables = [(index[s], weight[s]) for (index, weight), s in zip(self._tables, box)]
-            _linear_kernel(self.filtered, *tables[0], *tables[1], *tables[2], out)
-            return out
+            return linear.values(self.source, self._tables, box, self._float_type)
+        out = np.zeros(box_shape(box), dtype=self._float_type)
         shift = np.array([s.start for s in box], dtype=np.float64)
         ndimage._nd_image.zoom_shift(self.filtered, self.zoom, shift, out, self.order, self._mode, 0.0, 0, True)
         return out
 
     def _linear_tables(self):
-        """Per axis, the (at most two) input voxels and weights of every output voxel of the
-        linear interpolation, read off ``zoom_shift`` itself: zooming a one-hot line gives each
-        weight exactly (0.0 + 1.0 * w). A voxel of the 3-D call is then
-        sum over (z, y, x) neighbours, in that order, of ((value * wz) * wy) * wx, as the C loop
-        adds them; neighbours with zero weight or outside the input add 0 and are left out,
-        which needs finite values (else inf * 0 would be NaN): arrays with NaN or infinities,
-        or any table that does not look like this, keep the C routine."""
+        """``linear.tables`` for this call, or None where the C routine must run: without
+        numba, and for arrays with NaN or infinities (the kernels leave out the terms of
+        missing neighbours, where the C loop adds value * 0, which is NaN for them)."""
         if self._tables is None:
             self._tables = False
-            if numba is None or self.filtered.ndim != 3 or self._nan or not np.isfinite([self.minimum, self.maximum]).all():
-                return None
-            tables = []
-            for n_in, n_out, zoom in zip(self.filtered.shape, self.shape, self.zoom):
-                weights = np.zeros((n_out, n_in))
-                hot, line = np.zeros(n_in), np.zeros(n_out)
-                for j in range(n_in):
-                    hot[j] = 1.0
-                    ndimage._nd_image.zoom_shift(hot, np.array([zoom]), None, line, 1, self._mode, 0.0, 0, True)
-                    weights[:, j] = line
-                    hot[j] = 0.0
-                count = np.count_nonzero(weights, axis=1)
-                if count.max(initial=0) > 2:
-                    return None
-                index = np.full((n_out, 2), -1, np.int64)
-                weight = np.zeros((n_out, 2))
-                rows, cols = np.nonzero(weights)  # row-major: ascending input index within a row
-                slot = np.zeros(len(rows), np.int64)
-                slot[1:] = rows[1:] == rows[:-1]
-                index[rows, slot], weight[rows, slot] = cols, weights[rows, cols]
-                tables.append((index, weight))
-            self._tables = tables
+            finite = not self._nan and np.isfinite([self.minimum, self.maximum]).all()
+            if numba is not None and self.source.ndim == 3 and finite:
+                self._tables = linear.tables(self.source.shape, self.shape, self.zoom) or False
         return self._tables or None
 
     def _clip_bounds(self):
@@ -398,6 +363,16 @@ class _Rescaling:
         np.clip(out, low, high, out=out)
         return out
 
+    def mask(self, box: Box, as_float32: bool = False) -> np.ndarray:
+        """``region(box) > SEMANTIC_THRESHOLD``, the region stored as float32 first if
+        ``as_float32``, in one compiled pass where the kernel applies."""
+        if self.identity or self.order != 1 or self._linear_tables() is None:
+            values = self.region(box)
+            return (values.astype(np.float32) if as_float32 else values) > SEMANTIC_THRESHOLD
+        low, high = self._clip_bounds()
+        single, largest = self._float_type == np.float32, max(abs(float(self.minimum)), abs(float(self.maximum)))
+        return linear.mask(self.source, self._tables, box, low, high, single, as_float32, SEMANTIC_THRESHOLD, largest)
+
 
 def _rescale_shape(shape, scale) -> tuple:
     """``rescale``'s output shape handed to ``resize`` (floats): ``max(round(scale * n), 1)``."""
@@ -411,11 +386,8 @@ def _zoomed_length(length: int, scale: float) -> int:
 
 
 def _prepare(block: np.ndarray, scale, instance: bool) -> _Rescaling:
-    """``_rescale``'s call on ``block``: nearest for instances, linear for semantic labels
-    (booleans as float32 first)."""
-    if instance:
-        return _Rescaling(block, scale, 0)
-    return _Rescaling(block.astype(np.float32) if block.dtype == bool else block, scale, 1)
+    """``_rescale``'s call on ``block``: nearest for instances, linear for semantic labels."""
+    return _Rescaling(block, scale, 0 if instance else 1)
 
 
 class Resampled:
@@ -433,8 +405,9 @@ class Resampled:
     reusable = False
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
-        values = self.rescaling.region(box)
-        return values.astype(self.source_dtype) if self.instance else values > SEMANTIC_THRESHOLD
+        if not self.instance:
+            return self.rescaling.mask(box)
+        return self.rescaling.region(box).astype(self.source_dtype)
 
 
 class BlockResampled:
@@ -471,14 +444,14 @@ class BlockResampled:
             region = tuple(slice(j * CHUNK_EDGE, min((j + 1) * CHUNK_EDGE, n)) for j, n in zip(index, self.source_shape))
             block = _prepare(self.read_source(region), self.scale, self.instance)
             self._cache[index] = block
-            while len(self._cache) > 1 and sum(b.filtered.nbytes for b in self._cache.values()) > self.CACHE_BYTES:
+            while len(self._cache) > 1 and sum(b.source.nbytes for b in self._cache.values()) > self.CACHE_BYTES:
                 self._cache.popitem(last=False)
             return block
 
     reusable = False
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
-        out = np.zeros(box_shape(box), dtype=self.source_dtype if self.instance else np.float32)
+        out = np.zeros(box_shape(box), dtype=self.source_dtype if self.instance else bool)
         runs = []
         for s, (owner, _) in zip(box, self.owners):
             o = owner[s.start : s.stop]
@@ -492,9 +465,10 @@ class BlockResampled:
                 slice(s.start + a - int(at[j]), s.start + b - int(at[j]))
                 for s, (j, a, b), (_, at) in zip(box, parts, self.owners)
             )
-            values = block.region(local)
-            out[tuple(slice(a, b) for _, a, b in parts)] = values.astype(self.source_dtype) if self.instance else values
-        return out if self.instance else out > SEMANTIC_THRESHOLD
+            # the reference writes the blocks' values into a float32 array, then thresholds
+            values = block.region(local).astype(self.source_dtype) if self.instance else block.mask(local, as_float32=True)
+            out[tuple(slice(a, b) for _, a, b in parts)] = values
+        return out
 
 
 def _product(lists):
