@@ -26,7 +26,6 @@ from scipy import ndimage
 from skimage.transform import rescale
 
 from evaluation.errors import SubmissionError
-from evaluation.metrics.jit import numba
 from evaluation.suites.cellmap import linear
 from evaluation.suites.cellmap.volumes import Box, Window, box_shape
 
@@ -334,7 +333,7 @@ class _Rescaling:
         if self._tables is None:
             self._tables = False
             finite = not self._nan and np.isfinite([self.minimum, self.maximum]).all()
-            if numba is not None and self.source.ndim == 3 and finite:
+            if self.source.ndim == 3 and finite:
                 self._tables = linear.tables(self.source.shape, self.shape, self.zoom) or False
         return self._tables or None
 

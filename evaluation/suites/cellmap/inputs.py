@@ -22,7 +22,7 @@ from evaluation.phase import Phase
 from evaluation.readers import zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
 from evaluation.submission import Submission
-from evaluation.suites.cellmap import alignment, volumes
+from evaluation.suites.cellmap import alignment, linear, volumes
 from evaluation.suites.cellmap.alignment import Grid, aligned, resampling
 from evaluation.suites.cellmap.options import INSTANCE_CLASSES, Limits, Options
 from evaluation.suites.cellmap.versions import Version
@@ -208,7 +208,7 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
     truth_crops = sorted(subfolders(truth_root), key=crop_order)
     crops = match_crops(subfolders(root), set(truth_crops))
 
-    tasks, fixed = [], {}
+    tasks, fixed, interpolated = [], {}, set()
     for crop in truth_crops:
         submitted = set(zarr_store.array_names(root / crops[crop])) if crop in crops else set()
         for label in zarr_store.array_names(truth_root / crop):
@@ -216,7 +216,7 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
             if label in submitted and grid is None:
                 _log.warning("label_without_manifest_row", crop=crop, label=label)
             if label in submitted and grid is not None:
-                tasks.append(_task(crop, label, root / crops[crop], truth_root / crop, grid, options, version))
+                tasks.append(_task(crop, label, root / crops[crop], truth_root / crop, grid, options, version, interpolated))
             else:
                 instance = label in options.instance_classes
                 fixed.setdefault(crop, {})[label] = _not_submitted(truth_root / crop / label, instance, grid, version)
@@ -225,12 +225,17 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
     if len(instance_tasks) > 1:  # loaded (or compiled) once here rather than in every forked worker
         value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
         label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
+    if interpolated and len(tasks) > 1:
+        linear.warm_up(sorted(interpolated, key=str))
     return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
 
 
-def _task(crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, options: Options, version: Version) -> Task:
+def _task(
+    crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, options: Options, version: Version, interpolated: set
+) -> Task:
     """The task of one pair, refused at once when the submitted array's metadata already
-    shows it cannot be scored (unreadable, or too large once resampled)."""
+    shows it cannot be scored (unreadable, or too large once resampled); the dtypes that
+    linear interpolation will read are added to ``interpolated``."""
     display = f"{submitted.name}/{label}"
     mask = truth_crop / f"{label}_mask"
     pair = Pair(
@@ -257,6 +262,10 @@ def _task(crop: str, label: str, submitted: Path, truth_crop: Path, grid: Grid, 
             version.INFER_SCALE_FROM_SHAPE,
         )
         estimate, refusal = memory_estimate(grid, source, pair.instance, scale, *_truth_arrays(pair)), None
+        if scale is not None and not pair.instance:
+            interpolated.add(np.dtype(source.dtype).newbyteorder("="))
+            if (np.asarray(scale) < 1).any():  # the anti-aliasing filter's output is interpolated
+                interpolated.add(np.dtype(np.float32 if source.dtype == bool else np.float64))
     except SubmissionError as exc:
         estimate, refusal = 0, str(exc)
     return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal)
