@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -261,25 +260,10 @@ def run_large(name: str, cache: Path | None) -> None:
             + f"; data ready in {time.perf_counter() - started:.1f} s"
         )
         print(f"floor (decoding every array once)      {decoding_floor(phase, submission):8.2f} s   [{load()}]")
-        command = [
-            "prlimit",
-            f"--data={GC_DATA_LIMIT}",
-            sys.executable,
-            "-m",
-            "evaluation",
-            "--input",
-            str(submission),
-            "--ground-truth",
-            str(phase),
-            "--output",
-            str(folder / "out"),
-        ]
-        started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True)
-        seconds = time.perf_counter() - started
-        print(f"command line under prlimit --data={GC_DATA_LIMIT}: {seconds:8.2f} s  exit {done.returncode}   [{load()}]")
-        for line in done.stderr.splitlines():
-            if '"task_finished"' in line or "task_finished" in line and "{" in line:
+        done = run_cli(submission, phase, folder / "out", prefix=("prlimit", f"--data={GC_DATA_LIMIT}"))
+        print(f"command line under prlimit --data={GC_DATA_LIMIT}: {done['seconds']:8.2f} s  exit {done['exit']}   [{load()}]")
+        for line in done["stderr"].splitlines():
+            if "task_finished" in line and "{" in line:
                 try:
                     event = json.loads(line)
                 except json.JSONDecodeError:
@@ -288,8 +272,8 @@ def run_large(name: str, cache: Path | None) -> None:
                     f"  task {event['task']:14s} {event['seconds']:8.2f} s  peak {event['peak_rss_mb']:6d} MB  "
                     f"estimate {event['estimate_mb']:6d} MB  {'ok' if event['ok'] else 'FAILED'}"
                 )
-        if done.returncode != 0:
-            print(done.stderr[-3000:])
+        if done["exit"] != 0:
+            print(done["stderr"][-3000:])
         metrics = folder / "out" / "metrics.json"
         if metrics.exists():
             case = json.loads(metrics.read_text())["case"]["crop1"]

@@ -15,9 +15,10 @@ def peak_rss_mb() -> float:
     return float(own_peak())
 
 
-def run_cli(submission: Path, phase: Path, output: Path, *extra: str) -> dict:
-    """``python -m evaluation`` on the inputs: wall seconds, exit status, and the peaks the
-    grader logs itself (its own process and its largest worker, both ``VmHWM``)."""
+def run_cli(submission: Path, phase: Path, output: Path, *extra: str, prefix: tuple = ()) -> dict:
+    """``python -m evaluation`` on the inputs (after ``prefix``, e.g. a ``prlimit`` call): wall
+    seconds, exit status, and the peaks the grader logs itself (its own process and its largest
+    worker, both ``VmHWM``)."""
     import json
     import subprocess
     import sys
@@ -25,6 +26,7 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str) -> dict:
     started = time.perf_counter()
     done = subprocess.run(
         [
+            *prefix,
             sys.executable,
             "-m",
             "evaluation",
