@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, machine, organizer, platforms, report, runner, suites
+from evaluation import __version__, log, machine, numba_cache, organizer, platforms, report, runner, suites
 from evaluation import phase as phases
 from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
@@ -133,6 +133,7 @@ def main(argv=None) -> int:
         return organizer_command(argv)
     args = parse_args(argv)
     log.configure(args.log_level)
+    numba_cache.use_install_cache(numba_cache.compiled_folders())  # before any kernel module is imported
     try:
         platform = platforms.detect(args.platform, args.input, args.ground_truth, args.output)
         log.hide_ground_truth(platform.ground_truth)

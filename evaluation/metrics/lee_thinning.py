@@ -28,13 +28,12 @@ it then, not at import, keeps importing this module free of side effects.
 """
 
 import functools
-import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
 
 import numpy as np
+
+from evaluation import numba_cache
 
 _KERNELS = ("_gather", "_is_simple", "_is_euler_invariant", "_thin")  # compiled in this order
 _compiled = False
@@ -182,24 +181,8 @@ def _thin(img, voxels, steps, borders, adjacency, faces, edges, corners):
 
 
 def _cache_folder() -> bool:
-    """numba caches compiled code beside this file, but only uses a cache folder it can write
-    to. In a read-only install (the container) the cache goes to the temporary folder, seeded
-    with the install's own cache files, compiled when the image was built; numba looks for
-    them in ``<NUMBA_CACHE_DIR>/<folder name>_<sha1 of the folder path>``. If that layout ever
-    changes, the kernels are simply compiled again (about 1.5 s). True if it set the folder."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    cache = os.path.join(here, "__pycache__")
-    if "NUMBA_CACHE_DIR" in os.environ or os.access(cache if os.path.isdir(cache) else here, os.W_OK):
-        return False
-    root = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
-    os.environ["NUMBA_CACHE_DIR"] = root
-    seeded = os.path.join(root, f"{os.path.basename(here)}_{hashlib.sha1(here.encode()).hexdigest()}")
-    if os.path.isdir(cache) and not os.path.isdir(seeded):
-        try:
-            shutil.copytree(cache, seeded, ignore=lambda _, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
-        except OSError:
-            pass
-    return True
+    """numba's cache for this module's folder in a read-only install (``numba_cache``)."""
+    return numba_cache.use_install_cache([os.path.dirname(os.path.abspath(__file__))])
 
 
 def _compile() -> None:
@@ -209,11 +192,9 @@ def _compile() -> None:
     global _compiled
     if _compiled:
         return
-    moved = _cache_folder()
+    _cache_folder()
     import numba
 
-    if moved:  # numba reads its settings when it is imported, which may have happened already
-        numba.core.config.reload_config()
     namespace = globals()
     for name in _KERNELS:
         namespace[name] = numba.njit(cache=True)(namespace[name])

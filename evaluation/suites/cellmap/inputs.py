@@ -154,9 +154,16 @@ PACKED_BYTES = 768 << 20
 DECODE_THREADS = 4
 
 
-def distance_bytes() -> int:
+def distance_bytes(target: int) -> int:
+    """No box is larger than the crop: small crops need little (and never packed masks)."""
     threads = min(4, machine.cpu_count())
+    if target <= hausdorff.BOX_VOXELS:
+        return threads * BOX_BYTES * target
     return max(threads * BOX_BYTES * hausdorff.BOX_VOXELS, PACKED_BYTES)
+
+
+def _array_bytes(array) -> int:
+    return int(np.prod(array.shape, dtype=np.float64)) * np.dtype(array.dtype).itemsize
 
 
 def _chunk_bytes(array) -> int:
@@ -178,11 +185,11 @@ def memory_estimate(grid: Grid, source, instance: bool, scale, truth=None, mask=
     pred_item = itemsize if instance or scale is None else 1
     decode = 2 * DECODE_THREADS * max(_chunk_bytes(source), _chunk_bytes(truth) if truth is not None else 0)
     if instance:
-        decode += 3 * volumes.CACHE_BYTES  # chunk caches of the truth, the mask and the prediction
-    if instance:
+        # chunk caches of the truth, the mask and the prediction, none above its array
+        decode += sum(min(volumes.CACHE_BYTES, _array_bytes(a)) for a in (truth, mask, source) if a is not None)
         tile = min(target, volumes.TILE_VOXELS)
         per_voxel = INSTANCE_TILE_BYTES + 2 * pred_item + truth_item + 3 * mask_item + 8 * (mask_item > 0)
-        estimate = tile * per_voxel + int(target * PER_CROP_VOXEL) + distance_bytes()
+        estimate = tile * per_voxel + int(target * PER_CROP_VOXEL) + distance_bytes(target)
     else:
         estimate = 2 * volumes.SEMANTIC_TILE_BYTES
     estimate += decode + PROCESS_BYTES
