@@ -208,43 +208,6 @@ if numba is not None:
                     run += 1
         return id_values, boxes, run_id, run_label, run_length, run_at
 
-    @numba.njit(cache=True, nogil=True)
-    def _label_runs(labels):
-        """Runs of equal non-zero labels along x: (z, y, x start) rows, lengths, labels."""
-        nz, ny, nx = labels.shape
-        runs = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                while x < nx:
-                    label = labels[z, y, x]
-                    x += 1
-                    if label == 0:
-                        continue
-                    while x < nx and labels[z, y, x] == label:
-                        x += 1
-                    runs += 1
-        at = np.empty((runs, 3), np.int32)
-        length = np.empty(runs, np.int32)
-        which = np.empty(runs, np.int64)
-        run = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                while x < nx:
-                    label = labels[z, y, x]
-                    start = x
-                    x += 1
-                    if label == 0:
-                        continue
-                    while x < nx and labels[z, y, x] == label:
-                        x += 1
-                    at[run, 0], at[run, 1], at[run, 2] = z, y, start
-                    length[run] = x - start
-                    which[run] = label
-                    run += 1
-        return at, length, which
-
 
 def _compiled() -> bool:
     return numba is not None and not _broken
@@ -268,7 +231,7 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
     first voxel, as ``cc3d.connected_components`` numbers them): int64 voxel counts ``[n + 1]``
     (index 0 unused, 0), raster index of each label's first voxel ``[n + 1]``, bounding boxes
     ``[n + 1, 6]`` as (z0, y0, x0, z1, y1, x1), the number of x-rows holding a label, and with
-    ``keep_runs`` the runs along x (as ``label_runs``), else None."""
+    ``keep_runs`` the runs along x (as ``_label_runs``), else None."""
     labels = np.ascontiguousarray(labels)
     sizes = np.zeros(n + 1, np.int64)
     first = np.full(n + 1, -1, np.int64)
@@ -285,7 +248,7 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
             if box is not None:
                 boxes[k] = [s.start for s in box] + [s.stop for s in box]
         rows = int(np.count_nonzero(labels.reshape(-1, labels.shape[-1]).any(axis=1))) if labels.size else 0
-        return (rows, *label_runs(labels)) if keep_runs else (rows, None, None, None)
+        return (rows, *_label_runs(labels)) if keep_runs else (rows, None, None, None)
 
     rows, at, length, which = _run(_component_stats, fallback, labels, n, sizes, first, boxes, keep_runs)
     return sizes, first, boxes, int(rows), ((at, length, which) if keep_runs else None)
@@ -360,22 +323,18 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
     return ids[order], boxes[order], ids[key // span], key % span, counts, int(counts.sum()), (at, length, ids[index])
 
 
-def label_runs(labels: np.ndarray):
+def _label_runs(labels: np.ndarray):
     """Runs of equal non-zero ``labels`` along x of a 3-D block: ((z, y, x start) int32 rows,
-    int32 lengths, int64 labels), in raster order."""
-    labels = np.ascontiguousarray(labels)
-
-    def fallback(labels):
-        rows = labels.reshape(-1, labels.shape[-1])
-        change = np.ones(rows.shape, bool)
-        change[:, 1:] = rows[:, 1:] != rows[:, :-1]
-        flat, nonzero = change.ravel(), labels.ravel() != 0
-        starts = np.flatnonzero(flat & nonzero)
-        ends = np.flatnonzero(np.append(flat[1:], True) & nonzero)
-        at = np.stack(np.unravel_index(starts, labels.shape), axis=1).astype(np.int32)
-        return at, (ends - starts + 1).astype(np.int32), labels.ravel()[starts].astype(np.int64)
-
-    return _run(_label_runs, fallback, labels)
+    int32 lengths, int64 labels), in raster order (the numpy equivalent of the runs that
+    ``_component_stats`` keeps)."""
+    rows = labels.reshape(-1, labels.shape[-1])
+    change = np.ones(rows.shape, bool)
+    change[:, 1:] = rows[:, 1:] != rows[:, :-1]
+    flat, nonzero = change.ravel(), labels.ravel() != 0
+    starts = np.flatnonzero(flat & nonzero)
+    ends = np.flatnonzero(np.append(flat[1:], True) & nonzero)
+    at = np.stack(np.unravel_index(starts, labels.shape), axis=1).astype(np.int32)
+    return at, (ends - starts + 1).astype(np.int32), labels.ravel()[starts].astype(np.int64)
 
 
 # Typical dtypes: truth ids (uint8 .. uint64, int32/int64) and cc3d's labels (uint16, uint32).

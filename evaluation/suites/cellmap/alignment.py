@@ -16,6 +16,7 @@ evaluates scikit-image's own interpolation (``scipy.ndimage``'s ``zoom_shift``, 
 same arithmetic as in the whole-array call.
 """
 
+import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -457,7 +458,7 @@ class BlockResampled:
             edges = np.flatnonzero(np.diff(o)) + 1
             starts, stops = np.concatenate([[0], edges]), np.concatenate([edges, [o.size]])
             runs.append([(int(o[a]), a, b) for a, b in zip(starts, stops) if o[a] >= 0])
-        for parts in _product(runs):
+        for parts in itertools.product(*runs):
             index = tuple(p[0] for p in parts)
             block = self._block(index)
             local = tuple(
@@ -468,15 +469,6 @@ class BlockResampled:
             values = block.region(local).astype(self.source_dtype) if self.instance else block.mask(local, as_float32=True)
             out[tuple(slice(a, b) for _, a, b in parts)] = values
         return out
-
-
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for first in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (first,) + rest
 
 
 def aligned(
