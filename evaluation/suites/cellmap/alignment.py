@@ -285,7 +285,7 @@ class _Rescaling:
         )
         low, high, self._nan = self._range(image)
         self.minimum, self.maximum = float_type.type(low), float_type.type(high)
-        self._clip_type, self._float_type = float_type.type, float_type
+        self._float_type = float_type
         if anti_aliasing:
             sigma = np.maximum(0, (factors - 1) / 2)
             converted = image.dtype != float_type
@@ -352,7 +352,7 @@ class _Rescaling:
                     lows.append(reduce_min(part))
                     highs.append(reduce_max(part))
                 if reduce_min(np.array(lows)) <= 0 <= reduce_max(np.array(highs)):
-                    zero = self._clip_type(0)
+                    zero = self._float_type.type(0)
                     low, high = min(low, zero), max(high, zero)
             self._bounds = (np.asarray(low), np.asarray(high))
         return self._bounds
