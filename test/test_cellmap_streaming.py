@@ -388,11 +388,11 @@ def _odd_prediction(rng, truth):
 
 @pytest.mark.parametrize("seed", range(200))
 def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypatch):
-    from evaluation.metrics import label_stats
+    from evaluation.metrics import jit
     from evaluation.suites.cellmap import volumes
 
-    if seed % 4 == 3:  # the numpy equivalents of the compiled per-tile statistics
-        monkeypatch.setattr(label_stats, "_broken", True)
+    if seed % 4 == 3:  # the numpy equivalents of the compiled kernels
+        monkeypatch.setattr(jit, "broken", True)
     if seed % 3 == 1:  # large boxes as packed masks
         from evaluation.metrics import hausdorff
 
@@ -429,11 +429,15 @@ def _blobs(rng, shape, count, radius):
     return volume
 
 
-@pytest.mark.parametrize("path", ["direct", "cells", "edt"])
+@pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt"])
 @pytest.mark.parametrize("seed", range(30))
 def test_hausdorff_search_paths_equal_the_reference_algorithm(seed, path, monkeypatch):
     from evaluation.metrics import hausdorff
 
+    if path == "scan-gives-up":  # the compiled scan stops part-way and the k-d tree takes over
+        monkeypatch.setattr(hausdorff, "SCAN_STEPS", 0.02)
+    elif path != "scan":
+        monkeypatch.setattr(hausdorff, "SCAN_BOX", 0)
     monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 10**9 if path == "direct" else 0)
     monkeypatch.setattr(hausdorff, "EDT_SHARE", 0.0)
     monkeypatch.setattr(hausdorff, "CELL", int(np.random.default_rng(seed).integers(2, 6)))

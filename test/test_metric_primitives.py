@@ -162,6 +162,48 @@ def test_fast_hausdorff_equals_the_reference_algorithm(seed):
     assert fast.tobytes() == capped_hausdorff_padded_roi(a, piece_ids[pieces], ids, vs, cap).tobytes()
 
 
+def _farthest_by_brute_force(source, target, vs):
+    """max over source voxels outside target of the smallest reference-arithmetic distance
+    (``distance_transform_edt``'s formula) to any target voxel, every pair evaluated."""
+    outside, inside = np.argwhere(source & ~target), np.argwhere(target)
+    if len(outside) == 0:
+        return 0.0
+    offsets = (outside[:, None, :] - inside[None, :, :]).reshape(-1, 3)
+    squared = np.add.reduce((offsets.astype(np.float64) * np.asarray(vs, np.float64)) ** 2, axis=1)
+    return float(np.sqrt(squared.reshape(len(outside), len(inside)).min(axis=1)).max())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_compiled_scan_is_the_smallest_reference_distance_exactly(seed):
+    """The compiled scan's squared distance is the float minimum, over all target voxels, of
+    ((dz vz)^2 + (dy vy)^2) + (dx vx)^2 in that order: equal to every pair evaluated, to the bit,
+    for random sets and anisotropic non-integer voxel sizes (where rounding orders matter)."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(rng.integers(1, 11)) for _ in range(3))
+    vs = np.array([(8.0, 8.0, 8.0), (1.74, 2.0, 2.0), (3.0, 1.0, 7.5), (0.3, 0.7, 0.11)][seed % 4])
+    source = rng.random(shape) < rng.uniform(0.05, 0.6)
+    target = rng.random(shape) < rng.uniform(0.01, 0.3)
+    target.flat[rng.integers(0, target.size)] = True
+    expected = _farthest_by_brute_force(source, target, vs)
+    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, 10**9) == expected
+    # with a cap: stops at the first distance >= cap, never below a larger true maximum
+    cap = expected / 2 if expected else 1.0
+    found = hausdorff_module._scan_farthest(source, target, vs, cap, 10**9)
+    assert found == expected if expected < cap else found >= cap
+
+
+def test_compiled_scan_gives_up_past_its_budget_and_the_tree_answers():
+    """A lone target voxel in a corner: every line of the box is far from it, the scan exceeds
+    its budget of steps per voxel and the k-d tree gives the same distance."""
+    target = np.zeros((40, 40, 40), bool)
+    target[0, 0, 0] = True
+    source = ~target
+    vs = np.array([1.74, 2.0, 2.0])
+    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, 8 * target.size) == -1.0
+    assert hausdorff_module._scanned(source, target, vs, math.inf) is None
+    assert hausdorff_module._directed_dense(source, target, vs) == _farthest_by_brute_force(source, target, vs)
+
+
 def test_box_gap_is_a_lower_bound():
     a = _points((1, 1, 20), (0, 0, 0))
     b = _points((1, 1, 20), (0, 0, 15))

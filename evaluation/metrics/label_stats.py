@@ -2,23 +2,19 @@
 first voxel in raster order (components), or bounding boxes of arbitrary (e.g. uint64) ids.
 
 These are what a tile-by-tile pass over a large volume keeps of each tile instead of the tile
-itself. Compiled with numba (a dependency; its cache follows ``lee_thinning``'s read-only-install
-rule); without it, scipy/numpy equivalents give the same results more slowly.
+itself. Compiled with numba (a dependency; ``numba_cache`` finds the compiled kernels in a
+read-only install); without it, scipy/numpy equivalents give the same results more slowly.
 """
 
 import numpy as np
 from scipy import ndimage
 
-from evaluation.metrics import lee_thinning  # noqa: F401  (sets numba's cache folder for read-only installs)
+from evaluation.metrics import jit
+from evaluation.metrics.jit import numba
 
-try:
-    import numba
+if numba is not None:
     from numba import types
     from numba.typed import Dict
-except ImportError:  # pragma: no cover - numba is a dependency
-    numba = None
-
-_broken = False
 
 if numba is not None:
 
@@ -209,23 +205,6 @@ if numba is not None:
         return id_values, boxes, run_id, run_label, run_length, run_at
 
 
-def _compiled() -> bool:
-    return numba is not None and not _broken
-
-
-def _run(kernel, fallback, *args):
-    global _broken
-    if _compiled():
-        try:
-            return kernel(*args)
-        except Exception as exc:  # a broken toolchain must not stop grading
-            from evaluation import log
-
-            log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
-            _broken = True
-    return fallback(*args)
-
-
 def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
     """For connected-component labels 1..n of a 3-D block (numbered in raster order of their
     first voxel, as ``cc3d.connected_components`` numbers them): int64 voxel counts ``[n + 1]``
@@ -250,7 +229,7 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
         rows = int(np.count_nonzero(labels.reshape(-1, labels.shape[-1]).any(axis=1))) if labels.size else 0
         return (rows, *_label_runs(labels)) if keep_runs else (rows, None, None, None)
 
-    rows, at, length, which = _run(_component_stats, fallback, labels, n, sizes, first, boxes, keep_runs)
+    rows, at, length, which = jit.run(_component_stats, fallback, labels, n, sizes, first, boxes, keep_runs)
     return sizes, first, boxes, int(rows), ((at, length, which) if keep_runs else None)
 
 
@@ -272,7 +251,7 @@ def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
     if values.dtype == bool:
         values, ids = values.view(np.uint8), ids.view(np.uint8)
-    _run(_id_boxes, fallback, values, ids, boxes)
+    jit.run(_id_boxes, fallback, values, ids, boxes)
     return boxes
 
 
@@ -308,7 +287,7 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
             at,
         )
 
-    ids, boxes, index, label, length, at = _run(_overlaps, fallback, values, labels)
+    ids, boxes, index, label, length, at = jit.run(_overlaps, fallback, values, labels)
     span = int(n_labels) + 1
     key = index * span + label
     if ids.size * span <= (8 << 20):
@@ -346,8 +325,7 @@ def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
     """Compile (or load from numba's cache) the kernels for these dtypes once, e.g. in a parent
     process before it forks a worker per task, so that no worker pays for it. If compiling
     fails, the numpy equivalents are used from then on (same results, slower)."""
-    global _broken
-    if not _compiled():
+    if not jit.compiled():
         return
     try:
         for label_dtype in label_dtypes:
@@ -358,11 +336,8 @@ def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
                 value_dtype = np.dtype(value_dtype)
                 _overlaps(np.zeros((1, 1, 2), np.uint8 if value_dtype.kind == "b" else value_dtype), labels)
         _paint(np.zeros((1, 1, 2), bool), np.zeros((1, 3), np.int32), np.ones(1, np.int32), np.zeros(3, np.int64))
-    except Exception as exc:  # a broken toolchain must not stop grading
-        from evaluation import log
-
-        log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
-        _broken = True
+    except Exception as exc:
+        jit.disable(exc)
 
 
 if numba is not None:
@@ -385,5 +360,5 @@ def paint_runs(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin) -> 
             mask[z, y, x : x + n] = True
 
     if len(at):
-        _run(_paint, fallback, mask, np.ascontiguousarray(at, np.int32), np.ascontiguousarray(length, np.int32), origin)
+        jit.run(_paint, fallback, mask, np.ascontiguousarray(at, np.int32), np.ascontiguousarray(length, np.int32), origin)
     return mask

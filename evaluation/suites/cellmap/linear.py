@@ -18,6 +18,7 @@ exact one.
 import numpy as np
 from scipy import ndimage
 
+from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
 
 # Relative to the input's largest magnitude: far above the two sums' rounding difference
@@ -31,8 +32,8 @@ def tables(input_shape, output_shape, zoom) -> list | None:
     weight 0 (along x index 0: the kernels add its zero term there instead of branching). The
     weights are read off ``zoom_shift`` itself: zooming a one-hot line gives each exactly
     (0.0 + 1.0 * w). None where a voxel has more than two (never for linear interpolation),
-    or without numba."""
-    if numba is None:
+    or without a working numba."""
+    if not jit.compiled():
         return None
     mode = ndimage._ni_support._extend_mode_to_code("grid-constant")
     out = []
@@ -178,8 +179,7 @@ def warm_up(dtypes) -> None:
     once, e.g. in a parent process before it forks a worker per task (each compile takes
     seconds). If compiling fails, ``tables`` returns None from then on and scipy's routine
     interpolates (same values, slower)."""
-    global numba
-    if numba is None:
+    if not jit.compiled():
         return
     try:
         for dtype in dtypes:
@@ -188,8 +188,5 @@ def warm_up(dtypes) -> None:
             box = (slice(0, 4),) * 3
             mask(source, table_list, box, 0.0, 1.0, False, False, 0.5, 1.0)
             values(source, table_list, box, np.float64)
-    except Exception as exc:  # a broken toolchain must not stop grading
-        from evaluation import log
-
-        log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
-        numba = None
+    except Exception as exc:
+        jit.disable(exc)
