@@ -199,9 +199,25 @@ def test_compiled_scan_gives_up_past_its_budget_and_the_tree_answers():
     target[0, 0, 0] = True
     source = ~target
     vs = np.array([1.74, 2.0, 2.0])
-    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, 8 * target.size) == -1.0
+    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, hausdorff_module.SCAN_STEPS * target.size) == -1.0
     assert hausdorff_module._scanned(source, target, vs, math.inf) is None
     assert hausdorff_module._directed_dense(source, target, vs) == _farthest_by_brute_force(source, target, vs)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_compiled_point_search_is_the_smallest_reference_distance_exactly(seed):
+    """Between point sets (rows; the boundary sorted by z, as the caller sorts it): the largest
+    of the smallest reference-arithmetic distances, to the bit, as every pair evaluated."""
+    rng = np.random.default_rng(seed)
+    vs = np.array([(8.0, 8.0, 8.0), (1.74, 2.0, 2.0), (3.0, 1.0, 7.5), (0.3, 0.7, 0.11)][seed % 4])
+    outside = rng.integers(0, 30, size=(int(rng.integers(1, 200)), 3))
+    boundary = rng.integers(0, 30, size=(int(rng.integers(1, 200)), 3))
+    boundary = boundary[np.argsort(boundary[:, 0], kind="stable")]
+    offsets = (outside[:, None, :] - boundary[None, :, :]).reshape(-1, 3).astype(np.float64)
+    squared = np.add.reduce((offsets * vs) ** 2, axis=1).reshape(len(outside), len(boundary))
+    expected = float(np.sqrt(squared.min(axis=1)).max())
+    assert hausdorff_module._points_farthest(outside, boundary, vs, math.inf, 10**9) == expected
+    assert hausdorff_module._points_farthest(outside, boundary, vs, math.inf, 0) == -1.0
 
 
 def test_box_gap_is_a_lower_bound():
@@ -211,12 +227,16 @@ def test_box_gap_is_a_lower_bound():
     assert box_gap(boxes_a[1], boxes_b[1], np.array([1.0, 1.0, 2.0])) == 30.0
 
 
+@pytest.mark.parametrize("search", ["compiled", "tree"])
 @pytest.mark.parametrize("vs", [(8, 8, 8), (10, 4, 4), (3.24, 3.24, 2.5)])
-def test_far_apart_pairs_take_the_tree_path_with_identical_values(vs, monkeypatch):
-    """Small sets far apart in a large volume (the colliding-id case) are measured by nearest
-    neighbours instead of a transform over their huge union box: same float32 bits."""
+def test_far_apart_pairs_take_the_point_path_with_identical_values(vs, search, monkeypatch):
+    """Small sets far apart in a large volume (the colliding-id case) are measured between
+    their points (compiled, or by a k-d tree past the compiled search's budget) instead of over
+    their huge union box: same float32 bits."""
     from evaluation.metrics import hausdorff
 
+    if search == "tree":
+        monkeypatch.setattr(hausdorff, "POINT_STEPS", 0)
     calls = []
     sparse = hausdorff._hausdorff_sparse
     monkeypatch.setattr(hausdorff, "_hausdorff_sparse", lambda *args: calls.append(1) or sparse(*args))

@@ -17,17 +17,18 @@ a 256^3 crop is nearly the whole crop, 476 times. Here:
 - a box-gap lower bound that reaches the cap decides ``d_g = cap`` without anything else, a
   direction whose X lies inside Y is 0, and a first direction at the cap decides the second;
 - on a box of up to SCAN_BOX voxels a compiled scan (``_scan_farthest``) finds the farthest X
-  voxel outside Y and its distance at once, from the exact minimum of the reference's
-  arithmetic over all of Y (in a few steps per voxel: it gives the box to the k-d tree below
-  when it would need more than SCAN_STEPS);
-- otherwise the farthest X voxel outside Y is found among its candidates by a k-d tree over
-  Y's boundary voxels: all of them when they are few (a jittered nucleus leaves a thin crescent); otherwise
-  either a compiled multi-threaded anisotropic EDT (the ``edt`` package, float32, distances
-  only, no feature transform) locates the few voxels within a relative 1e-4 of its maximum, or,
-  without ``edt``, one voxel per 4^3 cell bounds the rest (the distance is 1-Lipschitz), so
-  only cells that could beat the best value found are searched;
+  voxel outside Y and its distance at once: the exact smallest value of the reference's
+  arithmetic over all of Y, axis by axis, in a few steps per voxel (past SCAN_STEPS, e.g. a
+  few lone voxels in a large empty box, it gives the box to the k-d tree below);
+- on larger boxes the farthest X voxel outside Y is found among its candidates by a k-d tree
+  over Y's boundary voxels: all of them when they are few (a jittered nucleus leaves a thin
+  crescent); otherwise either a compiled multi-threaded anisotropic EDT (the ``edt`` package,
+  float32, distances only, no feature transform) locates the few voxels within a relative 1e-4
+  of its maximum, or, without ``edt``, one voxel per 4^3 cell bounds the rest (the distance is
+  1-Lipschitz), so only cells that could beat the best value found are searched;
 - an unmatched piece whose id collides with a distant truth id leaves the union box mostly
-  empty: the sets are then gathered from their own tight boxes (``_hausdorff_sparse``);
+  empty: the sets are then gathered from their own tight boxes and compared point to boundary
+  point (``_hausdorff_sparse``: compiled, in order of z gap; the k-d tree past POINT_STEPS);
 - a union box above BOX_VOXELS (a cell spanning the crop) is held as two bit-packed masks
   (one bit per voxel) and searched slab by slab (``_directed_packed``), in two passes when its
   outside voxels are too many to keep: cell representatives first, then only the cells that
@@ -36,14 +37,15 @@ a 256^3 crop is nearly the whole crop, 476 times. Here:
 The reported distance is always computed from the integer voxel offset to the nearest boundary
 voxel with ``distance_transform_edt``'s own arithmetic (per axis ``(delta * vs) ** 2`` summed in
 axis order, square root, float64, then float32), so the results agree with the reference to the
-bit; the float32 EDT only says where to look.
+bit; the float32 EDT only says where to look. (Two offsets at exactly the same real distance can
+differ in the last float64 bit of that sum, with non-integer voxel sizes; the compiled searches
+take the smaller, the tree and the reference's feature transform either. That bit reaches the
+float32 result only at a float32 rounding boundary; no test case has met one.)
 """
 
 import math
 
 import numpy as np
-from scipy import ndimage
-from scipy.spatial import cKDTree
 
 from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
@@ -58,7 +60,8 @@ Box = tuple[slice, ...]
 # box), unless it would take more than SCAN_STEPS steps per voxel (lines of voxels far from the
 # other set: a few single voxels in a large empty box); the k-d tree then takes over.
 SCAN_BOX = 1 << 20
-SCAN_STEPS = 8
+SCAN_STEPS = 16
+POINT_STEPS = 256  # the compiled search among far-apart sets' points: steps per point before the tree
 # A union box this many times larger than the boxes of its parts is searched with a k-d tree.
 SPARSE_BOX_FACTOR = 32
 # Outside voxels up to which all are looked up in the tree; beyond, candidates first.
@@ -81,6 +84,8 @@ def label_boxes(labels: np.ndarray) -> dict[int, Box]:
     """Bounding box of every non-zero id in one pass."""
     if labels.size == 0 or not labels.any():
         return {}
+    from scipy import ndimage  # here, not at import: importing it takes 0.4 s
+
     top = int(labels.max())
     if top <= max(labels.size, 1 << 24):
         found = ndimage.find_objects(labels, max_label=top)
@@ -138,14 +143,21 @@ def coordinates(mask: np.ndarray) -> np.ndarray:
     return np.stack(np.unravel_index(flat, mask.shape), axis=1) if mask.ndim > 1 else flat[:, None]
 
 
+def _kd_tree(points: np.ndarray):
+    """A k-d tree over ``points`` (unbalanced: built twice as fast, and queried faster on these
+    surface-like point sets); scipy.spatial is imported on first use (0.2 s)."""
+    from scipy.spatial import cKDTree
+
+    return cKDTree(points, balanced_tree=False)
+
+
 class _Nearest:
     """Exact distances from voxels to a set, as ``distance_transform_edt`` computes them: the
-    nearest of the set's boundary voxels by a k-d tree (unbalanced: built twice as fast, and
-    queried faster on these surface-like point sets), then the reference's arithmetic."""
+    nearest of the set's boundary voxels by a k-d tree, then the reference's arithmetic."""
 
     def __init__(self, boundary: np.ndarray, voxel_size: np.ndarray):
         self.boundary, self.vs = boundary, voxel_size
-        self.tree = cKDTree(boundary * voxel_size, balanced_tree=False)
+        self.tree = _kd_tree(boundary * voxel_size)
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         if len(points) == 0:
@@ -260,6 +272,44 @@ if numba is not None:
         return math.sqrt(top)
 
 
+if numba is not None:
+
+    @numba.njit(cache=True, nogil=True)
+    def _points_farthest(outside, boundary, vs, cap, budget):
+        """max over the ``outside`` points (rows) of the smallest reference-arithmetic distance
+        to a ``boundary`` point (rows sorted by z), or -1.0 after more than ``budget`` steps; a
+        value >= cap as soon as one is found. Each point visits the boundary points in order of
+        their z gap, stopping when the gap's term alone reaches the best distance (no later
+        point can be nearer) or the best falls to the largest distance found (the point
+        cannot raise it)."""
+        m = boundary.shape[0]
+        top, steps = 0.0, 0
+        for i in range(outside.shape[0]):
+            z, y, x = outside[i, 0], outside[i, 1], outside[i, 2]
+            hi = np.searchsorted(boundary[:, 0], z)
+            lo = hi - 1
+            best = np.inf
+            while best > top and (lo >= 0 or hi < m):
+                below = lo >= 0 and (hi >= m or z - boundary[lo, 0] <= boundary[hi, 0] - z)
+                j = lo if below else hi
+                t = _square((boundary[j, 0] - z) * vs[0])
+                if t >= best:
+                    break
+                best = min(best, (t + _square((boundary[j, 1] - y) * vs[1])) + _square((boundary[j, 2] - x) * vs[2]))
+                if below:
+                    lo -= 1
+                else:
+                    hi += 1
+                steps += 1
+            if steps > budget:
+                return -1.0
+            if best > top:
+                top = best
+                if math.sqrt(top) >= cap:
+                    return math.sqrt(top)
+        return math.sqrt(top)
+
+
 def _scanned(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap: float) -> float | None:
     """``_scan_farthest``'s distance, or None where it does not apply or gives up."""
     if source.ndim != 3 or target.size > SCAN_BOX or not jit.compiled():
@@ -274,6 +324,17 @@ def _scanned(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap
         int(SCAN_STEPS * target.size),
     )
     return None if found < 0 else found
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the two searches once, e.g. in a parent process
+    before it forks a worker per task."""
+    if jit.compiled():
+        try:
+            _scan_farthest(np.ones((1, 1, 2), bool), np.eye(1, 2, dtype=bool)[None], np.ones(3), 1.0, 1)
+            _points_farthest(np.zeros((1, 3), np.int64), np.ones((1, 3), np.int64), np.ones(3), 1.0, 1)
+        except Exception as exc:
+            jit.disable(exc)
 
 
 def _directed_dense(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap: float = math.inf) -> float:
@@ -302,11 +363,27 @@ def _directed_dense(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarr
     return _farthest(coordinates(outside), nearest, cap)
 
 
-def _directed_tree(outside: np.ndarray, boundary: np.ndarray, voxel_size: np.ndarray) -> float:
-    """max over the ``outside`` points of the distance to the nearest ``boundary`` point."""
+def _directed_points(outside: np.ndarray, boundary: np.ndarray, voxel_size: np.ndarray, cap: float) -> float:
+    """max over the ``outside`` points of the distance to the nearest ``boundary`` point (a
+    value >= cap may stand for any larger one): compiled, or by a k-d tree where the points lie
+    too close in z for the compiled search (more than POINT_STEPS steps per point)."""
     if outside.size == 0:
         return 0.0
-    _, nearest = cKDTree(boundary * voxel_size, balanced_tree=False).query(outside * voxel_size, workers=THREADS)
+    if outside.shape[1] == 3 and jit.compiled():
+        boundary = boundary[np.argsort(boundary[:, 0], kind="stable")]
+        budget = POINT_STEPS * (len(outside) + len(boundary))
+        found = jit.run(
+            _points_farthest,
+            lambda *_: -1.0,
+            np.ascontiguousarray(outside, np.int64),
+            np.ascontiguousarray(boundary, np.int64),
+            np.ascontiguousarray(voxel_size, np.float64),
+            float(cap),
+            budget,
+        )
+        if found >= 0:
+            return found
+    _, nearest = _kd_tree(boundary * voxel_size).query(outside * voxel_size, workers=THREADS)
     return float(_distance(boundary[nearest] - outside, voxel_size).max())
 
 
@@ -377,14 +454,15 @@ def _boundary(points: np.ndarray, labels_at, shape, g: int) -> np.ndarray:
     return points[on_boundary]
 
 
-def _hausdorff_sparse(sets, g: int, box_a: Box, parts, vs: np.ndarray) -> float:
+def _hausdorff_sparse(sets, g: int, box_a: Box, parts, vs: np.ndarray, cap: float) -> float:
     points_a = sets.points_a(g, box_a)
     points_b = sets.points_b(g, parts)
     a_outside_b = points_a[~sets.in_b(points_a, g)]
     b_outside_a = points_b[~sets.in_a(points_b, g)]
-    forward = _directed_tree(a_outside_b, _boundary(points_b, sets.in_b, sets.shape, g), vs)
-    backward = _directed_tree(b_outside_a, _boundary(points_a, sets.in_a, sets.shape, g), vs)
-    return max(forward, backward)
+    forward = _directed_points(a_outside_b, _boundary(points_b, sets.in_b, sets.shape, g), vs, cap)
+    if forward >= cap:
+        return forward
+    return max(forward, _directed_points(b_outside_a, _boundary(points_a, sets.in_a, sets.shape, g), vs, cap))
 
 
 def _plan(sets, g: int, vs: np.ndarray, cap: float):
@@ -409,7 +487,7 @@ def _one(sets, g: int, vs: np.ndarray, cap: float) -> float:
         return value
     parts, box_a, box, sparse = how
     if sparse:
-        d = _hausdorff_sparse(sets, g, box_a, parts, vs)
+        d = _hausdorff_sparse(sets, g, box_a, parts, vs, cap)
     else:
         in_a, in_b = sets.truth_mask(box, g), sets.b_mask(box, g, parts)
         d = _directed_dense(in_a, in_b, vs, cap)
@@ -557,6 +635,8 @@ def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, c
     """The reference's own algorithm on two label images (ROI = union box padded by
     ceil(cap / vs) + 2, two full transforms per id). Orders of magnitude slower; kept as the
     executable specification that tests and ``bench/`` compare the fast path against."""
+    from scipy import ndimage
+
     vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim :]
     pad = np.ceil(cap / vs).astype(int) + 2
     boxes_a, boxes_b = label_boxes(a), label_boxes(b)

@@ -7,7 +7,6 @@ read-only install); without it, scipy/numpy equivalents give the same results mo
 """
 
 import numpy as np
-from scipy import ndimage
 
 from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
@@ -217,6 +216,8 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
     boxes = np.zeros((n + 1, 6), np.int64)
 
     def fallback(labels, n, sizes, first, boxes, keep_runs):
+        from scipy import ndimage
+
         flat = labels.reshape(-1)
         counts = np.bincount(flat.astype(np.intp), minlength=n + 1)
         sizes[1:] = counts[1 : n + 1]
@@ -244,6 +245,8 @@ def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
         return boxes
 
     def fallback(values, ids, boxes):
+        from scipy import ndimage
+
         dense = np.where(values > 0, np.searchsorted(ids, values) + 1, 0)
         for k, box in enumerate(ndimage.find_objects(dense, max_label=ids.size)):
             if box is not None:

@@ -232,6 +232,7 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
     if len(instance_tasks) > 1:  # loaded (or compiled) once here rather than in every forked worker
         value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
         label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
+        hausdorff.warm_up()
     if interpolated and len(tasks) > 1:
         linear.warm_up(sorted(interpolated, key=str))
     return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
