@@ -6,10 +6,11 @@ The image compiles its kernels when it is built, so ``use_install_cache`` points
 folder in the temporary directory seeded with those files: numba's ``NUMBA_CACHE_DIR`` layout
 is ``<folder name>_<sha1 of the folder's path>`` per source folder (numba ``core/caching.py``
 ``_CacheLocator.get_suitable_cache_subpath``). If that layout ever changes, the kernels are
-simply compiled again. Called when a process starts grading (and by ``lee_thinning`` before
-it compiles), never at import.
+simply compiled again. Called when a process starts grading (``cli.main``; ``rescore``'s
+``score_unit`` on a Dask worker; ``lee_thinning`` before it compiles), never at import.
 """
 
+import functools
 import hashlib
 import os
 import shutil
@@ -19,8 +20,10 @@ import tempfile
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
+@functools.cache
 def compiled_folders() -> list[str]:
-    """The package's folders whose ``__pycache__`` holds numba index files."""
+    """The package's folders whose ``__pycache__`` holds numba index files (looked up once: the
+    install does not change while a process runs)."""
     found = []
     for folder, _, files in os.walk(PACKAGE):
         if os.path.basename(folder) == "__pycache__" and any(name.endswith(".nbi") for name in files):

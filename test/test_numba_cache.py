@@ -43,3 +43,14 @@ def test_a_writable_install_keeps_numbas_own_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     assert not numba_cache.use_install_cache([_install(tmp_path, "metrics")])
     assert "NUMBA_CACHE_DIR" not in os.environ
+
+
+def test_a_rescore_unit_seeds_the_cache_on_its_dask_worker(tmp_path, monkeypatch):
+    """A Dask worker never runs the command line: scoring a unit seeds the cache itself."""
+    from evaluation.organizer import rescore
+
+    seeded = []
+    monkeypatch.setattr(numba_cache, "use_install_cache", lambda folders: seeded.append(list(folders)) or False)
+    record = rescore.score_unit("no-such-suite", "case", {}, str(tmp_path / "record.json"))
+    assert seeded == [numba_cache.compiled_folders()]
+    assert record["key"] == "case"

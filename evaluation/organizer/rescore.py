@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, report, suites
+from evaluation import __version__, log, machine, numba_cache, report, suites
 from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
@@ -107,6 +107,7 @@ def score_unit(suite_name: str, key: str, payload: dict, record_path: str) -> di
     worker), and exceptions map to the same outcome kinds, so ``summarize`` sees exactly what
     the command line would give it."""
     started = time.monotonic()
+    numba_cache.use_install_cache(numba_cache.compiled_folders())  # a Dask worker never ran ``cli.main``
     try:
         record = {"value": json.loads(json.dumps(suites.get(suite_name).score(payload), allow_nan=True))}
     except MemoryError:  # depends on the Dask worker's size, not only on the submission: retried next run
