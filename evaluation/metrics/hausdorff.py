@@ -271,9 +271,6 @@ if numba is not None:
                             return math.sqrt(top)
         return math.sqrt(top)
 
-
-if numba is not None:
-
     @numba.njit(cache=True, nogil=True)
     def _points_farthest(outside, boundary, vs, cap, budget):
         """max over the ``outside`` points (rows) of the smallest reference-arithmetic distance
@@ -310,20 +307,21 @@ if numba is not None:
         return math.sqrt(top)
 
 
+def _search(kernel, *args) -> float | None:
+    """A compiled search's distance, or None without numba or where it spent its budget."""
+    if not jit.compiled():
+        return None
+    found = jit.run(kernel, lambda *_: -1.0, *args)
+    return None if found < 0 else found
+
+
 def _scanned(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap: float) -> float | None:
     """``_scan_farthest``'s distance, or None where it does not apply or gives up."""
-    if source.ndim != 3 or target.size > SCAN_BOX or not jit.compiled():
+    if source.ndim != 3 or target.size > SCAN_BOX:
         return None
-    found = jit.run(
-        _scan_farthest,
-        lambda *_: -1.0,
-        np.ascontiguousarray(source),
-        np.ascontiguousarray(target),
-        np.ascontiguousarray(voxel_size, np.float64),
-        float(cap),
-        int(SCAN_STEPS * target.size),
-    )
-    return None if found < 0 else found
+    vs = np.ascontiguousarray(voxel_size, np.float64)
+    budget = int(SCAN_STEPS * target.size)
+    return _search(_scan_farthest, np.ascontiguousarray(source), np.ascontiguousarray(target), vs, float(cap), budget)
 
 
 def warm_up() -> None:
@@ -369,19 +367,12 @@ def _directed_points(outside: np.ndarray, boundary: np.ndarray, voxel_size: np.n
     too close in z for the compiled search (more than POINT_STEPS steps per point)."""
     if outside.size == 0:
         return 0.0
-    if outside.shape[1] == 3 and jit.compiled():
-        boundary = boundary[np.argsort(boundary[:, 0], kind="stable")]
+    if outside.shape[1] == 3:
+        by_z = np.ascontiguousarray(boundary[np.argsort(boundary[:, 0], kind="stable")], np.int64)
+        vs = np.ascontiguousarray(voxel_size, np.float64)
         budget = POINT_STEPS * (len(outside) + len(boundary))
-        found = jit.run(
-            _points_farthest,
-            lambda *_: -1.0,
-            np.ascontiguousarray(outside, np.int64),
-            np.ascontiguousarray(boundary, np.int64),
-            np.ascontiguousarray(voxel_size, np.float64),
-            float(cap),
-            budget,
-        )
-        if found >= 0:
+        found = _search(_points_farthest, np.ascontiguousarray(outside, np.int64), by_z, vs, float(cap), budget)
+        if found is not None:
             return found
     _, nearest = _kd_tree(boundary * voxel_size).query(outside * voxel_size, workers=THREADS)
     return float(_distance(boundary[nearest] - outside, voxel_size).max())
