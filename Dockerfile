@@ -18,8 +18,8 @@ COPY pyproject.toml README.md /src/
 COPY schemas /src/schemas
 COPY evaluation /src/evaluation
 # A TLS-intercepting proxy's CA bundle can be lent to pip as a build secret (never baked in).
-# The last step compiles FISBe's and CellMap's numba kernels into the (then read-only) install,
-# so a run never spends seconds compiling.
+# The last steps compile FISBe's, CellMap's and the segmentation suite's numba kernels into the
+# (then read-only) install, so a run never spends seconds compiling.
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
  && /opt/app/venv/bin/pip install --no-cache-dir --disable-pip-version-check /src \
@@ -28,7 +28,8 @@ RUN --mount=type=secret,id=pip_cert \
  && /opt/app/venv/bin/python -m compileall -q /opt/app/venv/lib \
  && /opt/app/venv/bin/python -c "from evaluation import cli, suites; [suites.get(name) for name in suites.names()]" \
  && /opt/app/venv/bin/python -c "from evaluation.metrics import hausdorff, label_stats, lee_thinning; lee_thinning.warm_up(); label_stats.warm_up(); hausdorff.warm_up()" \
- && /opt/app/venv/bin/python -c "from evaluation.suites.cellmap import linear; linear.warm_up([bool, 'uint8', 'float32', 'float64'])"
+ && /opt/app/venv/bin/python -c "from evaluation.suites.cellmap import linear; linear.warm_up([bool, 'uint8', 'float32', 'float64'])" \
+ && /opt/app/venv/bin/python -c "from evaluation.suites import segmentation; segmentation.warm_up_every_definition()"
 
 FROM ${BASE_IMAGE} AS app
 # The grader's user has a passwd entry, so that Grand-Challenge's runtime, which looks the

@@ -186,3 +186,17 @@ def test_multiclass_measures_per_case_and_over_cases(case_folders):
     summary = done.metrics["aggregates"]["multiclass"]["mcc"]
     assert summary["n"] == 2 and summary["mean"] == pytest.approx(np.mean([cases[c]["multiclass"]["mcc"] for c in cases]))
     assert "multiclass" not in done.metrics["aggregates"]["overall"]
+
+
+def test_the_image_build_warms_every_library_with_every_metric(monkeypatch):
+    """The Dockerfile's warm-up: each library's phase with every metric is valid and warmed."""
+    from evaluation.phase import option_schemas
+    from evaluation.suites import segmentation
+    from evaluation.suites.segmentation.options import LIBRARIES
+
+    warmed = []
+    monkeypatch.setattr(segmentation, "warm_up", warmed.append)
+    segmentation.warm_up_every_definition()
+    assert [o.definitions["distance"] for o in warmed] == list(LIBRARIES)
+    every = option_schemas("segmentation")["metrics"]["items"]["enum"]
+    assert all(o.metrics == tuple(every) and o.instance_metrics for o in warmed)

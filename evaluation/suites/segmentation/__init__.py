@@ -11,15 +11,16 @@ docs/suites/segmentation.md sets them side by side. Each case is one task; the d
 """
 
 import os
+from pathlib import Path
 
 from evaluation import log
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
-from evaluation.phase import Phase
+from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
 from evaluation.suites.segmentation import aggregate, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
-from evaluation.suites.segmentation.options import Options, higher_is_better
+from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
 from evaluation.suites.segmentation.scoring import score_case
 
 _log = log.get(__name__)
@@ -44,6 +45,22 @@ def warm_up(options: Options) -> None:
         truth = np.zeros(shape, np.uint8)
         truth[(slice(1, 4),) * len(shape)] = labels[0]
         score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
+
+
+def warm_up_every_definition() -> None:
+    """``warm_up`` with every metric of every library: the image build calls it, so that a
+    container, whose install is read-only, does not compile the kernels in every run (5 s).
+    DeepMind's surface-distance has no instance evaluation: its phase takes panoptica's."""
+    schema = option_schemas("segmentation")
+    for library in LIBRARIES:
+        options = {
+            "classes": [1],
+            "definition": library,
+            "definitions": {"instances": "panoptica"} if library == "deepmind" else {},
+            "metrics": schema["metrics"]["items"]["enum"],
+            "instance_metrics": schema["instance_metrics"]["items"]["enum"],
+        }
+        warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
 
 
 @register
