@@ -100,7 +100,7 @@ def _union(boxes: list[Box]) -> Box:
 
 
 def _volume(box: Box) -> int:
-    return int(np.prod([s.stop - s.start for s in box]))
+    return math.prod(s.stop - s.start for s in box)
 
 
 def _origin(box: Box) -> np.ndarray:
@@ -471,11 +471,9 @@ def _plan(sets, g: int, vs: np.ndarray, cap: float):
     return None, (parts, box_a, box, sparse)
 
 
-def _one(sets, g: int, vs: np.ndarray, cap: float) -> float:
-    """``d_g`` before its float32 rounding (not for large boxes: ``_packed_pair``)."""
-    value, how = _plan(sets, g, vs, cap)
-    if how is None:
-        return value
+def _one(sets, g: int, how, vs: np.ndarray, cap: float) -> float:
+    """``d_g`` before its float32 rounding, as ``_plan`` planned it (not for large boxes:
+    ``_packed_pair``)."""
     parts, box_a, box, sparse = how
     if sparse:
         d = _hausdorff_sparse(sets, g, box_a, parts, vs, cap)
@@ -568,14 +566,12 @@ def capped_hausdorff_sets(sets, ids, voxel_size, cap: float, threads: int = 1) -
     interpreter while they work)."""
     vs = np.asarray(voxel_size, dtype=np.float64)[-len(sets.shape) :]
     keys = [int(x) for x in ids]
-    values = [None] * len(keys)
+    values, hows = [None] * len(keys), [None] * len(keys)
     large = []
     for i, g in enumerate(keys):
-        value, how = _plan(sets, g, vs, cap)
-        if how is None:
-            values[i] = value
-        elif not how[3] and _volume(how[2]) > BOX_VOXELS:
-            large.append((i, g, how[0], how[2]))
+        values[i], hows[i] = _plan(sets, g, vs, cap)
+        if hows[i] is not None and not hows[i][3] and _volume(hows[i][2]) > BOX_VOXELS:
+            large.append((i, g, hows[i][0], hows[i][2]))
     # large boxes one at a time, their masks built in as few passes as their memory allows
     for batch in _batches(large):
         packed = sets.packed_masks([(g, parts, box) for _, g, parts, box in batch])
@@ -587,11 +583,11 @@ def capped_hausdorff_sets(sets, ids, voxel_size, cap: float, threads: int = 1) -
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hausdorff") as pool:
-            for i, value in zip(rest, pool.map(lambda i: _one(sets, keys[i], vs, cap), rest)):
+            for i, value in zip(rest, pool.map(lambda i: _one(sets, keys[i], hows[i], vs, cap), rest)):
                 values[i] = value
     else:
         for i in rest:
-            values[i] = _one(sets, keys[i], vs, cap)
+            values[i] = _one(sets, keys[i], hows[i], vs, cap)
     return np.array(values, dtype=np.float64).astype(np.float32) if values else np.empty(0, np.float32)
 
 
