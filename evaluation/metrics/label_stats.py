@@ -15,8 +15,6 @@ if numba is not None:
     from numba import types
     from numba.typed import Dict
 
-if numba is not None:
-
     @numba.njit(cache=True, nogil=True)
     def _component_stats(labels, n, sizes, first, boxes, keep_runs):
         """Sizes, first voxels and boxes from the runs of equal labels along x; the number of
