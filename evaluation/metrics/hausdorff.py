@@ -309,8 +309,6 @@ if numba is not None:
 
 def _search(kernel, *args) -> float | None:
     """A compiled search's distance, or None without numba or where it spent its budget."""
-    if not jit.compiled():
-        return None
     found = jit.run(kernel, lambda *_: -1.0, *args)
     return None if found < 0 else found
 
@@ -380,15 +378,16 @@ def _directed_points(outside: np.ndarray, boundary: np.ndarray, voxel_size: np.n
 
 class ArraySets:
     """The two labellings ``capped_hausdorff_sets`` compares, as arrays: truth ids in ``truth``
-    (boxes in ``truth_boxes``), prediction pieces 1..n in ``pieces`` and the id each piece is
-    assigned to in ``piece_ids``. Any other provider of the same methods (boxes and masks read
+    (boxes in ``truth_boxes``), prediction pieces 1..n in ``pieces`` (boxes in ``piece_boxes``)
+    and the id each piece is assigned to in ``piece_ids``; boxes not given are found in one pass
+    over the array. Any other provider of the same methods (boxes and masks read
     on demand) gives the same distances."""
 
-    def __init__(self, truth: np.ndarray, pieces: np.ndarray, piece_ids, truth_boxes: dict | None = None):
+    def __init__(self, truth: np.ndarray, pieces: np.ndarray, piece_ids, truth_boxes: dict | None = None, piece_boxes=None):
         self.truth, self.pieces, self.shape = truth, pieces, truth.shape
         self.piece_ids = np.asarray(piece_ids)
         self.truth_boxes = label_boxes(truth) if truth_boxes is None else truth_boxes
-        self.boxes = label_boxes(pieces)
+        self.boxes = label_boxes(pieces) if piece_boxes is None else piece_boxes
         numbers = np.array(sorted(self.boxes), dtype=np.int64)
         targets = self.piece_ids[numbers] if numbers.size else numbers
         order = np.argsort(targets, kind="stable")

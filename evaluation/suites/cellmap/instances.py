@@ -116,6 +116,10 @@ class Components:
     boxes: np.ndarray
     first: np.ndarray
 
+    def box(self, p: int) -> tuple[slice, ...]:
+        row = self.boxes[p]
+        return tuple(slice(int(a), int(b)) for a, b in zip(row[:3], row[3:]))
+
 
 def _face_pairs(cur_labels, cur_values, cur_row0, nb_labels, nb_values, nb_row0) -> np.ndarray:
     """Provisional ids (rows of pairs) of voxels that touch across a tile face with the same
@@ -444,8 +448,7 @@ class _StreamedSets:
         return self.found.truth_boxes[g]
 
     def part_box(self, p: int):
-        row = self.found.components.boxes[p]
-        return tuple(slice(int(a), int(b)) for a, b in zip(row[:3], row[3:]))
+        return self.found.components.box(p)
 
     def _painted(self, runs, key: int, box) -> np.ndarray:
         """The voxels of ``key``'s recorded runs on ``box`` (which holds them all)."""
@@ -653,7 +656,8 @@ class Instances:
         relabelled = relabel_table({0: 0, **mapping}, self.n_pred) if matched else np.arange(self.n_pred + 1)
         if self.arrays is not None:
             truth, labels = self.arrays
-            sets = ArraySets(truth, labels, relabelled, self.truth_boxes)
+            piece_boxes = {p: self.components.box(p) for p in range(1, self.n_pred + 1)}  # known from the scan
+            sets = ArraySets(truth, labels, relabelled, self.truth_boxes, piece_boxes)
         else:
             sets = _StreamedSets(*self.sources, self, relabelled)
         per_gt = capped_hausdorff_sets(sets, self.truth_ids, self.voxel_size, self.cap, threads=min(4, machine.cpu_count()))
