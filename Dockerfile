@@ -1,6 +1,7 @@
-# The grader image, in the two flavours the platforms need (./build.sh builds both):
+# The grader image, in the flavours the platforms need (./build.sh builds all three):
 #
 #   target grand-challenge (the default): evaluation:latest, evaluation:<version>
+#   target grand-challenge-invoke:        evaluation:invoke, evaluation:<version>-invoke
 #   target codabench:                     evaluation:codabench, evaluation:<version>-codabench
 #
 # Python comes from the base image's apt (Debian bookworm ships 3.11) into a venv; the package
@@ -59,8 +60,21 @@ USER root
 WORKDIR /app/program
 CMD ["python3", "-m", "evaluation", "--platform", "codabench", "--input", "/app/input", "--output", "/app/output"]
 
+# Grand-Challenge's invoke API (rse-grand-challenge components/tasks.py reads the label;
+# sagemaker-shim starts the image once as a server on port 4743 and calls /health, then
+# /invoke per evaluation): the same grader behind `python -m evaluation serve`. Built from the
+# exec flavour below it, so the two differ only in this label and entrypoint.
+FROM app AS grand-challenge-invoke
+USER 1000:1000
+WORKDIR /tmp
+LABEL org.grand-challenge.api-method="invoke"
+EXPOSE 4743
+ENTRYPOINT ["/opt/app/venv/bin/python", "-m", "evaluation", "serve"]
+
 # Grand-Challenge refuses images whose user is root; its runtime starts the image's own
-# ENTRYPOINT and CMD as the image's user (sagemaker-shim).
+# ENTRYPOINT and CMD as the image's user (sagemaker-shim). Without the api-method label an
+# image is run once per evaluation (exec), which is the default; this stays the last stage,
+# so a plain build gives it.
 FROM app AS grand-challenge
 USER 1000:1000
 WORKDIR /tmp

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Build both flavours of the grader image from the one Dockerfile:
+# Build the flavours of the grader image from the one Dockerfile:
 #
 #   evaluation:latest, evaluation:<version>                 Grand-Challenge (target grand-challenge):
 #                                                           non-root user, ENTRYPOINT python -m evaluation
+#   evaluation:invoke, evaluation:<version>-invoke          Grand-Challenge's invoke API (target
+#                                                           grand-challenge-invoke): the same, labelled
+#                                                           org.grand-challenge.api-method=invoke, serving
+#                                                           /health and /invoke on port 4743
 #   evaluation:codabench, evaluation:<version>-codabench    CodaBench (target codabench): no ENTRYPOINT
 #                                                           (the scoring program's command is the CMD), root
 #
@@ -25,8 +29,9 @@ export DOCKER_BUILDKIT=1
 
 started=$(date +%s)
 "$engine" build "${args[@]}" --target grand-challenge --tag "$IMAGE_TAG" --tag "${IMAGE_NAME}:latest" "$@" .
+"$engine" build "${args[@]}" --target grand-challenge-invoke --tag "$INVOKE_TAG" --tag "${IMAGE_NAME}:invoke" "$@" .
 "$engine" build "${args[@]}" --target codabench --tag "$CODABENCH_TAG" --tag "${IMAGE_NAME}:codabench" "$@" .
-for tag in "$IMAGE_TAG" "$CODABENCH_TAG"; do
+for tag in "$IMAGE_TAG" "$INVOKE_TAG" "$CODABENCH_TAG"; do
   size=$("$engine" image inspect --format '{{.Size}}' "$tag")
   echo "built $tag with $engine; image size $(( size / 1000000 )) MB"
 done

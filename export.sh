@@ -3,13 +3,19 @@
 #
 #   ./export.sh                    -> evaluation-<version>.tar.gz            (Grand-Challenge: upload it
 #                                     as the phase's evaluation method)
+#                                     evaluation-invoke-<version>.tar.gz     (the same for Grand-Challenge's
+#                                     invoke API: upload this one instead if you want it)
 #                                     evaluation-codabench-<version>.tar.gz  (CodaBench: docker load it,
 #                                     push it to a public registry, name it as the competition's image)
-#   ./export.sh --ground-truth     -> also ground-truth-<version>.tar.gz: the phase folder as the
-#                                     tarball a Grand-Challenge phase takes (extracted at
-#                                     /opt/ml/input/data/ground_truth, where it overrides the
-#                                     baked copy)
-# Build first (./build.sh). OUTPUT_DIR sets where the files go (default: this folder).
+#   ./export.sh --ground-truth     -> also ground-truth-<phase>-<version>.tar.gz: the phase folder as
+#                                     the tarball a Grand-Challenge phase takes (extracted at
+#                                     /opt/ml/input/data/ground_truth, where it overrides the baked
+#                                     copy), written by container/ground_truth_tarball.py: links to
+#                                     files inside the phase stored as files, anything the
+#                                     platform's extraction refuses refused here, the phase's name
+#                                     inside (Grand-Challenge refuses a tarball it already has)
+# Build first (./build.sh). OUTPUT_DIR sets where the files go (default: this folder);
+# PHASE_DIR the phase folder (default: ground-truth), PHASE_NAME its name (default: the folder's).
 set -euo pipefail
 cd "$(dirname "$0")"
 . container/engine.sh
@@ -32,10 +38,13 @@ save() {  # save TAG ARCHIVE
 }
 
 save "$IMAGE_TAG" "$out/${IMAGE_NAME}-${version}.tar.gz"
+save "$INVOKE_TAG" "$out/${IMAGE_NAME}-invoke-${version}.tar.gz"
 save "$CODABENCH_TAG" "$out/${IMAGE_NAME}-codabench-${version}.tar.gz"
 
 if [ "${1:-}" = "--ground-truth" ]; then
-  tarball="$out/ground-truth-${version}.tar.gz"
-  tar -C ground-truth -czf "$tarball" .
-  echo "wrote $tarball (upload it as the phase's ground truth)"
+  phase_dir=${PHASE_DIR:-ground-truth}
+  phase_name=${PHASE_NAME:-$(basename "$(cd "$phase_dir" && pwd)")}
+  tarball="$out/ground-truth-${phase_name}-${version}.tar.gz"
+  python3 container/ground_truth_tarball.py "$phase_dir" "$tarball" --phase "$phase_name"
+  echo "upload $tarball as the phase's ground truth"
 fi

@@ -262,7 +262,7 @@ def run_large(name: str, cache: Path | None) -> None:
         print(f"floor (decoding every array once)      {decoding_floor(phase, submission):8.2f} s   [{load()}]")
         done = run_cli(submission, phase, folder / "out", prefix=("prlimit", f"--data={GC_DATA_LIMIT}"))
         print(f"command line under prlimit --data={GC_DATA_LIMIT}: {done['seconds']:8.2f} s  exit {done['exit']}   [{load()}]")
-        for line in done["stderr"].splitlines():
+        for line in done["log"].splitlines():
             if "task_finished" in line and "{" in line:
                 try:
                     event = json.loads(line)
@@ -273,7 +273,7 @@ def run_large(name: str, cache: Path | None) -> None:
                     f"estimate {event['estimate_mb']:6d} MB  {'ok' if event['ok'] else 'FAILED'}"
                 )
         if done["exit"] != 0:
-            print(done["stderr"][-3000:])
+            print((done["log"] + done["stderr"])[-3000:])
         metrics = folder / "out" / "metrics.json"
         if metrics.exists():
             case = json.loads(metrics.read_text())["case"]["crop1"]

@@ -1071,7 +1071,7 @@ def _read_all(array, budget: int = 256 << 20) -> int:
 def run_cli(phase: Path, inputs: Path, output: Path, workers: int, limit: int) -> dict:
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
-    log_path = output.parent / (output.name + ".stderr.jsonl")
+    log_path = output.parent / (output.name + ".log.jsonl")
     command = [
         "prlimit",
         f"--data={limit}",
@@ -1098,10 +1098,10 @@ def run_cli(phase: Path, inputs: Path, output: Path, workers: int, limit: int) -
             loads.append(os.getloadavg()[0])
 
     sampler = threading.Thread(target=sample, daemon=True)
-    with open(log_path, "w") as stderr:
+    with open(log_path, "w") as log:
         load_before = os.getloadavg()
         started = time.perf_counter()
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(ROOT))
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, cwd=str(ROOT))
         sampler.start()
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
@@ -1122,9 +1122,9 @@ def run_cli(phase: Path, inputs: Path, output: Path, workers: int, limit: int) -
 
 
 def load_run(output: Path) -> dict:
-    """A scoring run's figures (``<output>.run.json``) and its parsed log (``<output>.stderr.jsonl``)."""
+    """A scoring run's figures (``<output>.run.json``) and its parsed log (``<output>.log.jsonl``)."""
     run = json.loads((output.parent / (output.name + ".run.json")).read_text())
-    log_path = output.parent / (output.name + ".stderr.jsonl")
+    log_path = output.parent / (output.name + ".log.jsonl")
     events, plain = [], []
     for line in log_path.read_text(errors="replace").splitlines():
         try:

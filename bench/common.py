@@ -49,13 +49,14 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str, prefix: tu
     )
     seconds = time.perf_counter() - started
     written = {}
-    for line in done.stderr.splitlines():
+    for line in done.stdout.splitlines():  # the log is on stdout; stderr holds only a failure's last line
         if '"event": "written"' in line:
             written = json.loads(line)
     peaks = [written.get("peak_rss_mb"), written.get("worker_peak_rss_mb")]
     return {
         "seconds": seconds,
         "exit": done.returncode,
+        "log": done.stdout,
         "stderr": done.stderr,
         "peak_mb": max((p for p in peaks if p is not None), default=float("nan")),
     }

@@ -12,6 +12,8 @@ pick_engine() {
 project_version() { sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml | head -n 1; }
 
 IMAGE_NAME=${IMAGE_NAME:-evaluation}
-# The Grand-Challenge flavour (Dockerfile target grand-challenge) and the CodaBench flavour.
+# The Grand-Challenge flavours (Dockerfile targets grand-challenge and grand-challenge-invoke)
+# and the CodaBench flavour.
 IMAGE_TAG="${IMAGE_NAME}:$(project_version)"
 CODABENCH_TAG="${IMAGE_NAME}:$(project_version)-codabench"
+INVOKE_TAG="${IMAGE_NAME}:$(project_version)-invoke"

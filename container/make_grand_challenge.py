@@ -23,6 +23,53 @@ def image(array: np.ndarray, path: Path) -> None:
     sitk.WriteImage(itk, str(path), useCompression=True)
 
 
+def socket(slug: str, relative_path: str, pk: int) -> dict:
+    """A socket as rse-grand-challenge's ComponentInterfaceSerializer writes it."""
+    return {
+        "title": slug.replace("-", " ").title(),
+        "description": "",
+        "slug": slug,
+        "kind": "Segmentation",
+        "pk": pk,
+        "default_value": None,
+        "super_kind": "Image",
+        "relative_path": relative_path,
+        "overlay_segments": [],
+        "look_up_table": None,
+    }
+
+
+def value(socket: dict, name: str) -> dict:
+    """An image value as ComponentInterfaceValueSerializer writes it: the socket under both
+    ``interface`` and ``socket`` (rse-grand-challenge c49ef8bcb)."""
+    return {
+        "pk": 1,
+        "interface": socket,
+        "socket": socket,
+        "value": None,
+        "file": None,
+        "image": {"pk": str(uuid.uuid4()), "name": name},
+    }
+
+
+def job(pk: str, case: str) -> dict:
+    """One algorithm job as JobSerializer writes it (algorithms/serializers.py)."""
+    return {
+        "pk": pk,
+        "url": f"https://grand-challenge.org/algorithms/example/jobs/{pk}/",
+        "api_url": f"https://grand-challenge.org/api/v1/algorithms/jobs/{pk}/",
+        "algorithm_image": "https://grand-challenge.org/api/v1/algorithms/images/00000000-0000-0000-0000-000000000001/",
+        "inputs": [value(socket("ct-image", "images/ct", 1), f"{case}.mha")],
+        "outputs": [value(socket("liver-segmentation", "images/liver-segmentation", 2), "out.mha")],
+        "status": "Succeeded",
+        "hanging_protocol": None,
+        "optional_hanging_protocols": [],
+        "view_content": {},
+        "exec_duration": "00:00:12.500000",
+        "invoke_duration": None,
+    }
+
+
 def main() -> None:
     shutil.rmtree(HERE, ignore_errors=True)
     rng = np.random.default_rng(3)
@@ -39,29 +86,7 @@ def main() -> None:
         image(truth, truth_dir / "labels" / f"{case}.mha")
         pk = str(uuid.UUID(int=int(rng.integers(1 << 62))))
         image(prediction, HERE / "input" / pk / "output" / "images" / "liver-segmentation" / f"{uuid.uuid4()}.mha")
-        socket = lambda slug, path: {"slug": slug, "kind": "Segmentation", "super_kind": "Image", "relative_path": path}  # noqa: E731
-        jobs.append(
-            {
-                "pk": pk,
-                "status": "Succeeded",
-                "inputs": [
-                    {
-                        "interface": socket("ct-image", "images/ct"),
-                        "image": {"pk": str(uuid.uuid4()), "name": f"{case}.mha"},
-                        "file": None,
-                        "value": None,
-                    }
-                ],
-                "outputs": [
-                    {
-                        "interface": socket("liver-segmentation", "images/liver-segmentation"),
-                        "image": {"pk": str(uuid.uuid4()), "name": "out.mha"},
-                        "file": None,
-                        "value": None,
-                    }
-                ],
-            }
-        )
+        jobs.append(job(pk, case))
     (HERE / "input" / "predictions.json").write_text(json.dumps(jobs, indent=1))
 
 

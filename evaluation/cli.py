@@ -14,6 +14,7 @@ from evaluation import __version__, log, machine, numba_cache, organizer, platfo
 from evaluation import phase as phases
 from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
+from evaluation.platforms import additional, invoke
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
 
 _log = log.get("evaluation")
@@ -38,7 +39,9 @@ def parse_args(argv=None) -> argparse.Namespace:
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
             "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (ranking "
-            "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'."
+            "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'. "
+            "'python -m evaluation serve [--port N] [arguments above]' answers Grand-Challenge's invoke API "
+            "(GET /health, POST /invoke grades once per call; port 4743)."
         ),
     )
     parser.add_argument(
@@ -76,38 +79,45 @@ def parse_args(argv=None) -> argparse.Namespace:
 def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     phase = phases.load(platform.ground_truth)
     suite = suites.get(phase.suite)
+    declared_outputs = additional.outputs(phase)  # checked before anything is scored
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission = platform.submission(phase, Path(scratch))
+        given_inputs = additional.read_inputs(phase, platform.submission_folder()) if additional.input_paths(phase) else None
         resources = Resources.detect(
             workers or phase.option("workers"),
             (phase.option("memory_limit_mb") or 0) * 1024**2,
             phase.option("case_time_limit_s"),
         )
-        _log.info(
-            "resources",
-            workers=resources.workers,
-            memory_budget_mb=resources.memory_bytes >> 20,
-            limits_mb={name: value >> 20 for name, value in machine.memory_limits().items()},
-        )
+        _log.info("resources", **_resources(resources))
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.score, resources)
         result = suite.summarize(phase, plan, outcomes)
     failures = [o for o in outcomes.values() if not o.ok]
     publish_cases = phase.option("publish_cases")
     document = report.metrics_document(suite.name, result, outcomes, publish_cases)
-    written = report.write(platform.output, document, result.files if publish_cases else {})
+    if given_inputs is not None:
+        document["additional_inputs"] = given_inputs
+    files = {
+        **(result.files if publish_cases else {}),
+        **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},
+    }
+    written = report.write(platform.output, document, files)
     platform.publish(result, written)
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
-    _log.info(
+    _log.info(  # the last line repeats the first ones: a platform may keep only the end of a long log
         "written",
         output=str(platform.output / report.METRICS_FILE),
         cases=len(outcomes),
         failed=len(failures),
         peak_rss_mb=machine.peak_rss_mb(),
         worker_peak_rss_mb=max(worker_peaks, default=None),
+        suite=suite.name,
+        platform=platform.name,
+        version=__version__,
+        **_resources(resources),
     )
     if not failures:
         return EXIT_OK
@@ -119,9 +129,19 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     return EXIT_SUBMISSION
 
 
+def _resources(resources: Resources) -> dict:
+    """What the run may use, and which limit sized its memory budget."""
+    return {
+        "workers": resources.workers,
+        "memory_budget_mb": resources.memory_bytes >> 20,
+        "memory_limited_by": resources.memory_limited_by,
+        "limits_mb": {name: value >> 20 for name, value in machine.memory_limits().items()},
+    }
+
+
 def _last_line(text: str) -> None:
-    """The line a participant sees: plain text, last on stderr."""
-    sys.stderr.flush()
+    """The line a participant sees: plain text, last on stderr (the log is on stdout)."""
+    sys.stdout.flush()
     print(" ".join(text.split()), file=sys.stderr, flush=True)
 
 
@@ -131,6 +151,9 @@ def main(argv=None) -> int:
         from evaluation.organizer.commands import main as organizer_command
 
         return organizer_command(argv)
+    if argv and argv[0] == "serve":
+        log.configure()
+        return invoke.serve(argv[1:])
     args = parse_args(argv)
     log.configure(args.log_level)
     numba_cache.use_install_cache(numba_cache.compiled_folders())  # before any kernel module is imported

@@ -36,15 +36,25 @@ class Resources:
     workers: int
     memory_bytes: int
     time_limit: float | None = None
+    memory_limited_by: str = "ram"
 
     @classmethod
     def detect(
         cls, workers: int | None = None, memory_limit_bytes: int | None = None, time_limit: float | None = None
     ) -> "Resources":
         """From what this process can see (``machine.memory_limits``, ``machine.cpu_count``),
-        lowered by the phase's or the command line's settings."""
-        limit = min([*machine.memory_limits().values(), *([memory_limit_bytes] if memory_limit_bytes else [])])
-        return cls(workers=workers or machine.cpu_count(), memory_bytes=int(limit * MEMORY_HEADROOM), time_limit=time_limit)
+        lowered by the phase's or the command line's settings. Whichever limit is lowest sizes
+        the budget and is named in ``memory_limited_by``: Grand-Challenge's shim has set
+        ``RLIMIT_DATA`` (0.6-0.7); whether 0.8 still does is not visible in its published
+        code, and a cgroup or the machine's RAM then takes its place."""
+        limits = {**machine.memory_limits(), **({"phase": memory_limit_bytes} if memory_limit_bytes else {})}
+        source = min(limits, key=limits.get)
+        return cls(
+            workers=workers or machine.cpu_count(),
+            memory_bytes=int(limits[source] * MEMORY_HEADROOM),
+            time_limit=time_limit,
+            memory_limited_by=source,
+        )
 
     def threads_per_task(self, tasks: int) -> int:
         """Threads each of ``tasks`` concurrent tasks may use without oversubscribing the CPUs."""

@@ -1,5 +1,17 @@
-"""structlog configuration: JSON lines on stderr for the platforms' log collectors, a readable
-console rendering when a person runs the grader in a terminal.
+"""structlog configuration: JSON lines on **stdout** for the platforms' log collectors, a
+readable console rendering when a person runs the grader in a terminal.
+
+stderr is kept for the one line a participant reads when an upload cannot be scored. Both
+platforms keep both streams, but Grand-Challenge shows a successful evaluation that wrote
+anything on stderr with a *warning* badge (rse-grand-challenge ``components/models.py``
+``ComponentJob.status_context``), and takes the participant's error message from the last
+stderr line (``backends/utils.py`` ``user_error``; with sagemaker-shim 0.8.3 also in invoke
+mode). Python's warnings are logged like everything else for the same reason.
+
+Grand-Challenge keeps the last 500 lines of each stream and drops a line over 64 KiB (the
+shim's stream reader, ``UserProcess._stream_to_external``): a rendered line is cut to
+``MAX_LINE_CHARS``, and the grader ends with one summary line that repeats what the first lines
+said (``cli.grade``).
 
 Logs are public on CodaBench (participants see the scoring program's whole output unless the
 organizer sets ``hide_output``), so every line passes through ``redact``: the ground truth's
@@ -12,19 +24,21 @@ import logging
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import structlog
 from structlog.tracebacks import ExceptionDictTransformer
 
 REDACTED = "<ground-truth>"
+MAX_LINE_CHARS = 16_384  # well below the 64 KiB at which Grand-Challenge drops a log line
 _secrets: re.Pattern | None = None
 
 
 def configure(level: str | None = None) -> None:
     level_name = (level or os.environ.get("EVALUATION_LOG_LEVEL", "info")).upper()
     renderer = (
-        structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer(sort_keys=False)
+        structlog.dev.ConsoleRenderer(colors=False) if sys.stdout.isatty() else structlog.processors.JSONRenderer(sort_keys=False)
     )
     structlog.configure(
         processors=[
@@ -34,11 +48,23 @@ def configure(level: str | None = None) -> None:
             structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             redact,
             renderer,
+            _bounded,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level_name, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
         cache_logger_on_first_use=False,
     )
+    warnings.showwarning = _log_warning
+
+
+def _bounded(_logger, _method, line: str) -> str:
+    """The rendered line, cut to ``MAX_LINE_CHARS`` (a longer one would be dropped whole)."""
+    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 13] + " [truncated]"
+
+
+def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for this process: a log line instead of text on stderr."""
+    get("warnings").warning("python_warning", category=category.__name__, message=str(message), where=f"{filename}:{lineno}")
 
 
 def hide_ground_truth(folder: Path, min_name_length: int = 4) -> None:

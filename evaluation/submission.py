@@ -1,13 +1,19 @@
 """From the folder the platform hands over to what a suite reads.
 
 Participants upload an archive, a folder, or the folder's contents; platforms add their own
-files (CodaBench writes ``metadata`` into the submission folder). A single archive is
-unpacked safely into scratch space; anything else is read in place and never modified.
+files beside it: CodaBench's worker writes ``metadata`` into the submission folder
+(codabench ``compute_worker.py`` ``Run.push_output``), Grand-Challenge writes ``inputs.json``
+beside every extracted upload (rse-grand-challenge ``components/backends/base.py``
+``Executor._with_inputs_json``) and places a phase's additional inputs there too. Those are set
+aside; a single archive among what remains is unpacked safely into scratch space (an upload
+that is a zip holding one inner archive reaches the grader as that archive); anything else is
+read in place and never modified.
 The whole tree is checked once before anything is read (``untrusted.walk``): only regular
 files and folders, UTF-8 names, bounded depth; a link could point at the ground truth, a FIFO
 would block the grader.
 """
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,16 +21,19 @@ from evaluation.archive import Limits, extract, is_archive
 from evaluation.errors import SubmissionError
 from evaluation.readers import images, untrusted
 
-PLATFORM_FILES = frozenset({"metadata"})
+PLATFORM_FILES = frozenset({"metadata", "inputs.json"})
 
 
 @dataclass(frozen=True)
 class Submission:
     """The submission's folder, plus case names for its files when the platform supplies
-    them (Grand-Challenge names each algorithm job's output after the job's input image)."""
+    them (Grand-Challenge names each algorithm job's output after the job's input image), and
+    the names at its top that are not predictions (the platforms' files, the phase's
+    additional inputs)."""
 
     root: Path
     named_files: dict[str, Path] | None = field(default=None)
+    set_aside: frozenset[str] = PLATFORM_FILES
 
     def case_files(self, suffixes: tuple[str, ...] = images.SUFFIXES) -> dict[str, Path]:
         """Case name -> file. Without platform names, every file (or ``.zarr`` folder) with one
@@ -36,7 +45,7 @@ class Submission:
         for path, is_folder in untrusted.walk(self.root, prune=_not_entered):
             if is_folder and not path.name.lower().endswith(".zarr"):
                 continue
-            if path.name.startswith(".") or path.name in PLATFORM_FILES or images.suffix(path) not in suffixes:
+            if path.name.startswith(".") or self._is_set_aside(path) or images.suffix(path) not in suffixes:
                 continue
             case = images.stem(path)
             if case in found:
@@ -45,22 +54,31 @@ class Submission:
             found[case] = path
         return found
 
+    def _is_set_aside(self, path: Path) -> bool:
+        return path.parent == self.root and path.name in self.set_aside
+
 
 def _not_entered(folder: Path) -> bool:
     """A zarr folder is one case; hidden folders are not looked into."""
     return folder.name.lower().endswith(".zarr") or folder.name.startswith(".")
 
 
-def entries(folder: Path) -> list[Path]:
+def entries(folder: Path, set_aside: frozenset[str] = PLATFORM_FILES) -> list[Path]:
     """What the participant put in ``folder`` (platform files and hidden files excluded)."""
-    return sorted(p for p in folder.iterdir() if p.name not in PLATFORM_FILES and not p.name.startswith("."))
+    return sorted(p for p in folder.iterdir() if p.name not in set_aside and not p.name.startswith("."))
 
 
-def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
+def unpack(folder: Path, scratch: Path, limits: Limits, set_aside: frozenset[str] = PLATFORM_FILES) -> Submission:
+    """The submission in ``folder``; ``set_aside`` adds to ``PLATFORM_FILES`` the names that
+    are not predictions. The folder itself must not be a link: a platform's submission folder
+    is one it made (Grand-Challenge's ``/input`` link is resolved by its own adapter)."""
+    if os.path.islink(folder):
+        raise SubmissionError("the submission folder is a symbolic link; upload plain files and folders only")
     if not folder.is_dir():
         raise SubmissionError("no submission folder was provided")
     untrusted.check_tree(folder)
-    found = entries(folder)
+    set_aside = PLATFORM_FILES | set_aside
+    found = entries(folder, set_aside)
     if not found:
         raise SubmissionError("the submission is empty: upload your predictions (a zip archive or a folder)")
     archives = [p for p in found if is_archive(p)]
@@ -70,4 +88,4 @@ def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
         raise SubmissionError(f"the submission holds {archives[0].name} and other files; upload either one archive or a folder")
     if archives:
         return Submission(extract(archives[0], scratch / "submission", limits))
-    return Submission(folder)
+    return Submission(folder, set_aside=set_aside)

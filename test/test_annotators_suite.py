@@ -275,7 +275,7 @@ def test_broken_phases_are_internal_errors(tmp_path):
 
     bad_option = write_phase(tmp_path / "bad", "suite: annotators\ndilation: {radius: 0}\n", cases=["blob3"])
     run = run_cli(submission, bad_option, tmp_path / "o2")
-    assert run.code == 1 and "dilation" in run.stderr
+    assert run.code == 1 and "dilation" in run.stdout
 
     dotted = write_phase(tmp_path / "dotted", NO_REPORT, cases=["blob3"])
     for folder in (dotted / "annotations").iterdir():

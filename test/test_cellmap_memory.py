@@ -55,8 +55,8 @@ def test_every_task_peaks_below_its_estimate(tmp_path):
     (phase / "phase.yaml").write_text("suite: cellmap\n")
 
     run = run_cli(submission.parent, phase, tmp_path / "out", "--workers", "2")
-    assert run.code == 0, run.stderr[-2000:]
-    finished = [event for event in map(_event, run.stderr.splitlines()) if event.get("event") == "task_finished"]
+    assert run.code == 0, run.stdout[-2000:]
+    finished = [event for event in map(_event, run.stdout.splitlines()) if event.get("event") == "task_finished"]
     assert sorted(e["task"] for e in finished) == sorted(f"crop1/{label}" for label in pairs)
     for event in finished:
         assert event["ok"], event

@@ -85,7 +85,7 @@ def test_invalid_phase_is_an_internal_error_with_a_neutral_last_line(cellmap_pha
     run = run_cli(submission, phase, tmp_path / "out")
     assert run.code == 1
     assert "internal error" in run.last_line and "ratio_cutof" not in run.last_line
-    assert "ratio_cutof" in run.stderr  # the organizer finds the cause in the log
+    assert "ratio_cutof" in run.stdout  # the organizer finds the cause in the log (on stdout)
 
 
 def test_phase_options_change_the_scoring(cellmap_phase, tmp_path):

@@ -133,7 +133,7 @@ def test_hostile_submission(kind, workspace):
     assert not used["timed_out"], f"ran past {TIME_LIMIT_S} s"
     assert used["peak_mb"] <= CAP_MB, f"peak {used['peak_mb']} MB"
     expected_exit = 0 if kind.outcome == SCORED else 2
-    assert done.returncode == expected_exit, f"exit {done.returncode}: {done.stderr[-1500:]}"
+    assert done.returncode == expected_exit, f"exit {done.returncode}: {(done.stdout + done.stderr)[-1500:]}"
     if kind.outcome != SCORED:
         assert last.startswith("Submission rejected: "), last
         assert "Traceback" not in last and not last.startswith("  File ")

@@ -27,13 +27,13 @@ def _run(submission: Path, phase: Path, output: Path):
     )
 
 
-def _events(stderr: str) -> list[dict]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+def _events(log: str) -> list[dict]:
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
 
 
 def _assert_internal(done, phase: Path, output: Path):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 1, done.stderr[-2000:]
+    assert done.returncode == 1, (done.stdout + done.stderr)[-2000:]
     assert lines[-1].startswith(NEUTRAL)
     written = [p.read_text(errors="replace") for p in output.rglob("*") if p.is_file()] if output.is_dir() else []
     for text in [done.stdout, done.stderr, *written]:
@@ -51,7 +51,7 @@ def test_a_corrupt_truth_fails_its_case_as_internal_without_naming_the_truth(tmp
     _break_truth_chunks(phase)
     done = _run(submission, phase, tmp_path / "out")
     _assert_internal(done, phase, tmp_path / "out")
-    failed = [e for e in _events(done.stderr) if e["event"] == "case_failed"]
+    failed = [e for e in _events(done.stdout) if e["event"] == "case_failed"]
     assert failed and failed[0]["kind"] == "internal" and "cannot be read" in failed[0]["message"]
 
 
@@ -60,7 +60,7 @@ def test_a_missing_truth_file_names_the_step_not_the_file(tmp_path):
     shutil.rmtree(phase / "A")
     done = _run(submission, phase, tmp_path / "out")
     _assert_internal(done, phase, tmp_path / "out")
-    message = next(e for e in _events(done.stderr) if e["event"] == "phase_or_grader_error")["message"]
+    message = next(e for e in _events(done.stdout) if e["event"] == "phase_or_grader_error")["message"]
     assert "time step A" in message and "does not exist" in message
 
 
@@ -72,7 +72,7 @@ def test_an_unexpected_failure_leaves_a_traceback_for_the_organizer(tmp_path):
     output.write_text("not a folder")
     done = _run(submission, phase, output)
     assert done.returncode == 1 and [l for l in done.stderr.splitlines() if l.strip()][-1].startswith(NEUTRAL)
-    event = next(e for e in _events(done.stderr) if e["event"] == "internal_error")
+    event = next(e for e in _events(done.stdout) if e["event"] == "internal_error")
     exception = event["exception"][0]
     assert exception["exc_type"] in ("NotADirectoryError", "FileExistsError") and exception["frames"]
     assert all("locals" not in frame or not frame["locals"] for frame in exception["frames"])

@@ -92,7 +92,7 @@ def test_resources_follow_the_process_limits():
     seven_gib = 7 * 2**30
     probe = (
         "from evaluation import contract, machine; r = contract.Resources.detect(); "
-        "print(r.memory_bytes, machine.memory_limits()['rlimit_data'], r.workers)"
+        "print(r.memory_bytes, machine.memory_limits()['rlimit_data'], r.workers, r.memory_limited_by)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -101,10 +101,12 @@ def test_resources_follow_the_process_limits():
         check=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_DATA, (seven_gib, seven_gib)),
     )
-    budget, seen, workers = map(int, done.stdout.split())
-    assert seen == seven_gib and budget == int(seven_gib * contract.MEMORY_HEADROOM) and workers >= 1
+    budget, seen, workers, source = done.stdout.split()
+    assert int(seen) == seven_gib and int(budget) == int(seven_gib * contract.MEMORY_HEADROOM) and int(workers) >= 1
+    assert source == "rlimit_data"
     lowered = contract.Resources.detect(workers=3, memory_limit_bytes=2**30, time_limit=5)
-    assert lowered == contract.Resources(workers=3, memory_bytes=int(2**30 * contract.MEMORY_HEADROOM), time_limit=5)
+    expected = contract.Resources(3, int(2**30 * contract.MEMORY_HEADROOM), time_limit=5, memory_limited_by="phase")
+    assert lowered == expected
 
 
 def test_a_worker_cannot_grow_past_the_budget():

@@ -326,7 +326,7 @@ def test_missing_label_volume_is_a_phase_error(tmp_path):
         write_volume(submission / f"{name}.npy", case(name)["sub__perfect"])
     run = run_cli(submission, phase, tmp_path / "out")
     assert run.code == 1
-    assert "rasterize" in run.stderr
+    assert "rasterize" in run.stdout  # the organizer's cause, in the log
 
 
 def test_rasterize_command_writes_the_reference_volumes(tmp_path):

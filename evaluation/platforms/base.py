@@ -6,6 +6,7 @@ from evaluation import phase as phases
 from evaluation.archive import Limits
 from evaluation.contract import Result
 from evaluation.errors import PhaseError
+from evaluation.platforms import additional
 from evaluation.submission import Submission, unpack
 
 PLATFORM_GROUND_TRUTH = Path("/opt/ml/input/data/ground_truth")  # Grand-Challenge phase tarball
@@ -60,7 +61,8 @@ class Platform:
         return self.input
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
-        return unpack(self.submission_folder(), scratch, Limits.from_options(phase.option("archive")))
+        limits = Limits.from_options(phase.option("archive"))
+        return unpack(self.submission_folder(), scratch, limits, additional.input_paths(phase))
 
     def publish(self, report: Result, metrics: dict) -> None:
         """Write what the platform needs beyond metrics.json (nothing, locally)."""

@@ -1,6 +1,13 @@
-"""Grand-Challenge evaluation of an algorithm-submission phase.
+"""Grand-Challenge: an algorithm-submission phase, or a prediction-file phase.
 
-``/input/predictions.json`` lists the algorithm jobs. Each job has ``inputs`` and
+Grand-Challenge writes ``inputs.json`` (every input of the evaluation, serialised) into
+``/input`` of every evaluation (rse-grand-challenge ``components/backends/base.py``
+``Executor._with_inputs_json``), so either file names the platform. In a prediction-file
+phase the shim has extracted the uploaded zip into ``/input`` (sagemaker-shim ``extract.py``
+``safe_extract``); the submission is then read as on any platform, ``inputs.json`` and the
+phase's additional inputs set aside.
+
+In an algorithm phase ``/input/predictions.json`` lists the algorithm jobs. Each job has ``inputs`` and
 ``outputs``; each of those names its socket (``interface`` in the platform's API, ``socket``
 in the 2026 starter kit: both are accepted) with ``slug``, ``kind``/``super_kind`` and
 ``relative_path``, and carries ``image: {pk, name}`` for image sockets. An image output lives
@@ -22,6 +29,7 @@ from evaluation.readers import images, untrusted
 from evaluation.submission import Submission
 
 PREDICTIONS = "predictions.json"
+INPUTS = "inputs.json"
 IMAGE_OUTPUT_SUFFIXES = (".mha", ".tif", ".tiff", ".nii.gz", ".nii")
 MAX_PREDICTIONS_BYTES = 256 << 20  # the job list of tens of thousands of jobs
 _SAFE_PK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -33,11 +41,16 @@ class GrandChallenge(Platform):
 
     @staticmethod
     def recognises(input_folder: Path) -> bool:
-        return (input_folder / PREDICTIONS).is_file()
+        return (input_folder / PREDICTIONS).is_file() or (input_folder / INPUTS).is_file()
+
+    def submission_folder(self) -> Path:
+        return self.input.resolve()  # /input is the runtime's symlink to the job's input folder
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
+        if not (self.input / PREDICTIONS).is_file():
+            return super().submission(phase, scratch)
         options = phase.option("grand_challenge") or {}
-        root = self.input.resolve()  # /input is the runtime's symlink to the job's input folder
+        root = self.submission_folder()
         untrusted.check_tree(root)
         jobs = read_jobs(root / PREDICTIONS)
         named = {}

@@ -213,7 +213,16 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
     if not subfolders(root):
         raise SubmissionError("the submission holds no zarr: upload a zarr folder (or a zip of one) with one group per test crop")
     truth_crops = sorted(subfolders(truth_root), key=crop_order)
-    crops = match_crops(subfolders(root), set(truth_crops))
+    try:
+        crops = match_crops(subfolders(root), set(truth_crops))
+    except SubmissionError:
+        if zarr_store.array_names(root):
+            raise SubmissionError(
+                "the top of the submission holds label arrays, not crop groups: a zip of a single crop loses the crop's "
+                "name on Grand-Challenge, which removes the folders all files share; zip the whole .zarr folder with "
+                "its root group file (.zgroup or zarr.json) beside the crop group"
+            ) from None
+        raise
 
     tasks, fixed, interpolated = [], {}, set()
     for crop in truth_crops:

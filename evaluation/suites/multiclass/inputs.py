@@ -17,7 +17,7 @@ from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.phase import Phase
 from evaluation.readers import images
-from evaluation.submission import PLATFORM_FILES, Submission
+from evaluation.submission import Submission, entries
 from evaluation.suites.multiclass.options import Options
 
 _log = log.get(__name__)
@@ -88,10 +88,10 @@ def find_models(submission: Submission, max_models: int) -> dict[str, dict[str, 
     if submission.named_files is not None:
         return {SINGLE_MODEL: submission.case_files()}
     root = submission.root
-    entries = [p for p in sorted(root.iterdir()) if not p.name.startswith(".") and p.name not in PLATFORM_FILES]
-    if any(images.suffix(p) in images.SUFFIXES for p in entries):
+    found = entries(root, submission.set_aside)
+    if any(images.suffix(p) in images.SUFFIXES for p in found):
         return {SINGLE_MODEL: submission.case_files()}
-    folders = [p for p in entries if p.is_dir() and _has_label_file(p)]
+    folders = [p for p in found if p.is_dir() and _has_label_file(p)]
     if not folders:
         raise SubmissionError(
             f"the submission holds no label maps: upload one file per case named after it ({', '.join(images.SUFFIXES)})"
