@@ -51,7 +51,7 @@ def configure(level: str | None = None) -> None:
             _bounded,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level_name, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(),  # sys.stdout as it is when a line is written
         cache_logger_on_first_use=False,
     )
     warnings.showwarning = _log_warning

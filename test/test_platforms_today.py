@@ -175,7 +175,8 @@ def test_a_rejected_run_ends_stderr_with_the_participants_line(tmp_path):
     assert run.code == 2 and run.stderr.splitlines() == [run.last_line] and "case_x" in run.last_line
 
 
-def test_warnings_and_long_lines_stay_in_the_log(capsys):
+def test_warnings_and_long_lines_stay_in_the_log(capsys, monkeypatch):
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored afterwards
     log.configure()
     warnings.warn("a library complains", RuntimeWarning, stacklevel=1)
     log.get("test").info("huge", value="x" * 100_000)
