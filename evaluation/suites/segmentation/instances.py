@@ -66,6 +66,12 @@ class Overlaps:
         inter = self.inter.astype(np.float64)
         return inter / (self.ref_size[self.ref].astype(np.float64) + self.pred_size[self.pred] - inter)
 
+    def dice(self) -> np.ndarray:
+        """float64 ``2 * intersection / (ref + pred)``, as panoptica's Dice matching metric
+        (``panoptica/_functionals.py: _calc_count_matching_metric_of_overlapping_labels``)."""
+        inter = self.inter.astype(np.float64)
+        return 2.0 * inter / (self.ref_size[self.ref].astype(np.float64) + self.pred_size[self.pred])
+
     def iou32(self) -> np.ndarray:
         """MONAI's float32 IoU (``_get_pairwise_iou``: int tensors divided)."""
         union = self.ref_size[self.ref] + self.pred_size[self.pred] - self.inter
@@ -107,10 +113,10 @@ def greedy(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool, man
     return matching
 
 
-def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool) -> Matching:
-    """panoptica ``MaximizeMergeMatching``: greedy by descending IoU; a further prediction
-    overlapping an already matched reference is merged into it when the IoU of the union
-    beats the reference's current IoU, whatever its own."""
+def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool, dice: bool = False) -> Matching:
+    """panoptica ``MaximizeMergeMatching``: greedy by descending score; a further prediction
+    overlapping an already matched reference is merged into it when the score (IoU, or Dice
+    with ``dice``) of the union beats the reference's current score, whatever its own."""
     matching, used, best = Matching(), set(), {}
     for k in np.argsort(-scores, kind="stable"):
         ref, pred = int(ov.ref[k]), int(ov.pred[k])
@@ -119,8 +125,8 @@ def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: b
         if ref in matching.pairs:
             merged = matching.pairs[ref] + [pred]
             inter = sum(int(ov.inter[(ov.ref == ref) & (ov.pred == p)].sum()) for p in merged)
-            union = int(ov.ref_size[ref]) + int(ov.pred_size[merged].sum()) - inter
-            score = inter / union
+            total = int(ov.ref_size[ref]) + int(ov.pred_size[merged].sum())
+            score = 2 * inter / total if dice else inter / (total - inter)
             if score > best[ref]:
                 matching.add(ref, pred)
                 used.add(pred)
