@@ -35,24 +35,13 @@ import numpy as np
 from evaluation.errors import SubmissionError
 from evaluation.metrics import instance_pairs, surfels
 from evaluation.suites.segmentation import distances
+from evaluation.suites.segmentation.modes import BRATS2023_COLUMNS as COLUMNS
+from evaluation.suites.segmentation.modes import BRATS2023_REGIONS as REGIONS
 from evaluation.suites.segmentation.surfaces import Box, surfel_surfaces
 
 PENALTY_HD95 = 374
-REGIONS = (("WT", (1, 2, 3)), ("TC", (1, 3)), ("ET", (3,)))
 # get_LesionWiseResults: challenge -> (dilation_factor, lesion_volume_thresh in mm^3)
 CHALLENGES = {"gli": (3, 50), "ssa": (3, 50), "men": (1, 50), "ped": (3, 50), "met": (1, 2)}
-COLUMNS = (
-    "Num_TP",
-    "Num_FP",
-    "Num_FN",
-    "Sensitivity",
-    "Specificity",
-    "Legacy_Dice",
-    "Legacy_HD95",
-    "GT_Complete_Volume",
-    "LesionWise_Score_Dice",
-    "LesionWise_Score_HD95",
-)
 
 
 def evaluate_case(truth: np.ndarray, pred: np.ndarray, spacing, challenge: str, corrections=(), scan=None) -> dict:

@@ -28,8 +28,6 @@ contingency scan, ``instances``, ``per_instance``, ``distances``): no pass per i
 the volume.
 """
 
-import math
-
 import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
@@ -82,7 +80,8 @@ def check_labels(truth: np.ndarray, pred: np.ndarray, config: EvaluatorConfig) -
 
 
 def evaluate_case(truth, pred, spacing, config: EvaluatorConfig, corrections=(), scan=None) -> dict:
-    """{group: (result keys -> values, reference_instances rows)} of one case; ``spacing`` in
+    """{group: (result keys -> values, reference_instances rows, the unmatched predictions'
+    sizes)} of one case; ``spacing`` in
     the arrays' (z, y, x) order, ``scan`` the suite's one-pass scan (slot table and boxes)."""
     check_labels(truth, pred, config)
     instance_spacing = tuple(spacing) if "panoptica_spacing_order" in corrections else tuple(spacing)[::-1]
@@ -114,7 +113,7 @@ def _group(box: Box, group: Group, table, members, config, spacing, global_spaci
     ref, n_ref = _instances(box.truth, ref_mask, group, config)
     pred, n_pred = _instances(box.pred, pred_mask, group, config)
     metrics = [m for m in METRIC_ORDER if m in config.instance_metrics]
-    lists, matched_sizes, unmatched_sizes, rows = {m: [] for m in metrics}, [], [], []
+    lists, matched_sizes, unmatched_sizes, rows, false_positives = {m: [] for m in metrics}, [], [], [], []
     if n_ref and n_pred:
         ov = Overlaps.of(ref, pred)
         matching = _match(ov, group, config)
@@ -123,6 +122,7 @@ def _group(box: Box, group: Group, table, members, config, spacing, global_spaci
             ref, pred, ov, matching, [SUITE_METRIC[m][0] for m in metrics], "panoptica", _Reductions("min_spacing"), spacing
         )
         voxel = float(np.prod(spacing))
+        accepted = []
         for r in sorted(matching.pairs):
             values = {m: per_pair[r][SUITE_METRIC[m][1]] for m in metrics}
             size = (int(ov.ref_size[r]), per_pair[r]["ref_volume"])
@@ -132,14 +132,17 @@ def _group(box: Box, group: Group, table, members, config, spacing, global_spaci
                 unmatched_sizes.append(size)
                 continue
             matched_sizes.append(size)
+            accepted.append(r)
             rows.append({f"sq{suffix(m)}": values[m] for m in metrics})
             for m in metrics:
                 lists[m].append(values[m])
         unmatched_sizes += [(int(n), float(n) * voxel) for k, n in enumerate(ov.ref_size) if k not in matching.pairs]
-    elif n_ref:  # no prediction: every reference instance unmatched (_handle_zero_instances_cases)
+        kept = {p for r in accepted for p in matching.pairs[r]}
+        false_positives = [(int(n), float(n) * voxel) for k, n in enumerate(ov.pred_size) if k not in kept]
+    elif n_ref or n_pred:  # no instance on one side: all unmatched (_handle_zero_instances_cases)
         voxel = float(np.prod(spacing))
-        sizes = np.bincount(ref.ravel())[1:]
-        unmatched_sizes = [(int(n), float(n) * voxel) for n in sizes if n]
+        sizes = [(int(n), float(n) * voxel) for n in _sizes(ref if n_ref else pred)]
+        unmatched_sizes, false_positives = (sizes, []) if n_ref else ([], sizes)
     tp = len(matched_sizes)
     result = _summary(tp, n_pred, n_ref, lists, metrics, config)
     result["instance_voxel_count_ref"] = float(np.mean([s[0] for s in matched_sizes])) if tp else NAN
@@ -149,7 +152,16 @@ def _group(box: Box, group: Group, table, members, config, spacing, global_spaci
     result.update(_global(box, table, members, tp, n_pred, n_ref, config, global_spacing, global_tolerance))
     rows = [{**row, "voxel_count": n, "volume": v, "is_matched": 1} for row, (n, v) in zip(rows, matched_sizes)]
     rows += [{"voxel_count": n, "volume": v, "is_matched": 0} for n, v in unmatched_sizes]
-    return result, rows
+    return result, rows, [{"voxel_count": n, "volume": v} for n, v in false_positives]
+
+
+def _sizes(instances: np.ndarray) -> np.ndarray:
+    """Voxel counts of the instances present, in ascending id order."""
+    if instances.dtype.kind in "ub" and int(instances.max(initial=0)) < 1 << 20:
+        counts = np.bincount(instances.ravel())[1:]
+        return counts[counts > 0]
+    ids, counts = np.unique(instances, return_counts=True)
+    return counts[ids != 0]
 
 
 def _instances(labels: np.ndarray, mask: np.ndarray, group: Group, config: EvaluatorConfig) -> tuple[np.ndarray, int]:
@@ -158,9 +170,7 @@ def _instances(labels: np.ndarray, mask: np.ndarray, group: Group, config: Evalu
     if not mask.any():
         return grouped, 0
     if group.single_instance or config.expected_input == "unmatched_instance":
-        return grouped, int(np.count_nonzero(np.bincount(grouped.ravel())[1:])) if grouped.dtype.itemsize <= 2 else int(
-            np.unique(grouped[grouped != 0]).size
-        )
+        return grouped, int(_sizes(grouped).size)
     backend = config.backend or ("cc3d" if grouped.ndim >= 3 else "scipy")
     if backend == "cc3d":
         import cc3d
@@ -243,11 +253,7 @@ def _global(box: Box, table, members, tp: int, n_pred: int, n_ref: int, config, 
         values["cldice"] = shape.cldice(*masks)["cldice"] if "clDSC" in wanted else None
         values["centre_distance"] = shape.centre_distance(*masks, spacing, "panoptica") if "CEDI" in wanted else None
     keys = {**{m: k for m, (_, k) in SUITE_METRIC.items()}, "NSD": "nsd"}
-    return {f"global_bin_{m.lower()}": _finite_or_raw(values[keys[m]]) for m in wanted}
-
-
-def _finite_or_raw(value):
-    return float(value) if isinstance(value, (int, float, np.floating)) and value is not None else value
+    return {f"global_bin_{m.lower()}": None if values[keys[m]] is None else float(values[keys[m]]) for m in wanted}
 
 
 def result_keys(config: EvaluatorConfig) -> list[str]:
@@ -258,7 +264,3 @@ def result_keys(config: EvaluatorConfig) -> list[str]:
         keys += [key, f"{key}_std"] + ([f"pq{suffix(metric)}"] if metric in WITH_PQ else [])
     keys += ["instance_voxel_count_ref", "instance_volume_ref", "global_bin_volume_pred", "global_bin_volume_ref"]
     return keys + [f"global_bin_{m.lower()}" for m in METRIC_ORDER if m in config.global_metrics]
-
-
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)

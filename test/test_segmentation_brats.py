@@ -1,0 +1,200 @@
+"""The official BraTS evaluations and panoptica's evaluator configuration, through the command
+line, against the references' own outputs on the eight cases of
+test/fixtures/segmentation/brats (README.md there says how they were made):
+
+* ``preset: brats-<task>``: the whole table ``brats-parse-metrics`` wrote from
+  BraTS_evaluation 0.0.10 (panoptica 2.1.7) for each of its six bundled configurations, every
+  cell of every row including the mean, std and median rows;
+* ``panoptica: <file>`` and the same fields inline: every value of panoptica's per-group result
+  (``to_dict(True)``) and every reference instance row, for two custom configurations;
+* ``preset: brats2023-<challenge>``: every column of ``get_LesionWiseResults`` for each region,
+  case and challenge of the BraTS 2023 lesion-wise code.
+
+Values are compared exactly (the references' floats, NaN as NaN, infinity as infinity in the
+tables); metrics.json holds NaN and infinity as null. A further test runs the installed
+packages themselves when they are importable.
+"""
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers.grading import FIXTURES, run_cli
+
+KIT = FIXTURES / "segmentation" / "brats"
+TASKS = {"gli": "gli", "mets": "mets", "ped": "ped", "menrt": "MenRT", "menpre": "MenPre", "goat": "GoAT"}
+CHALLENGES = {"gli": "BraTS-GLI", "ssa": "BraTS-SSA", "men": "BraTS-MEN", "ped": "BraTS-PED", "met": "BraTS-MET"}
+
+
+def phase(tmp: Path, config: str, truth: str = "truth", extra: dict | None = None) -> Path:
+    root = tmp / "phase"
+    shutil.copytree(KIT / "cases" / truth, root / "labels")
+    (root / "phase.yaml").write_text(config)
+    for name, path in (extra or {}).items():
+        shutil.copy(path, root / name)
+    return root
+
+
+def read_table(path: Path) -> tuple[list[str], dict[str, list[float]]]:
+    rows = list(csv.reader(path.open()))
+    return rows[0], {row[0]: [float(v) if v else math.nan for v in row[1:]] for row in rows[1:]}
+
+
+def same(got, expected) -> bool:
+    if isinstance(expected, float) and math.isnan(expected):
+        return got is None or (isinstance(got, float) and math.isnan(got))
+    if isinstance(expected, float) and math.isinf(expected):
+        return got is None  # metrics.json: null
+    return got == expected and type(got) is type(expected) if isinstance(expected, int) else got == expected
+
+
+def compare_tables(got: Path, expected: Path) -> int:
+    header, rows = read_table(got)
+    expected_header, expected_rows = read_table(expected)
+    assert header == expected_header
+    assert list(rows) == list(expected_rows)
+    compared = 0
+    for subject, values in expected_rows.items():
+        for column, a, b in zip(header[1:], rows[subject], values):
+            assert a == b or (math.isnan(a) and math.isnan(b)), (subject, column, a, b)
+            compared += 1
+    return compared
+
+
+def run_preset(tmp_path: Path, task: str):
+    single = task == "menrt"
+    root = phase(tmp_path, f"suite: segmentation\npreset: brats-{task}\n", "truth1" if single else "truth")
+    return run_cli(KIT / "cases" / ("pred1" if single else "pred"), root, tmp_path / "out")
+
+
+def check_preset(tmp_path: Path, task: str) -> None:
+    run = run_preset(tmp_path, task)
+    reference = json.loads((KIT / "panoptica" / f"{TASKS[task]}.json").read_text())
+    # a label no group defines: the reference leaves the subject out, the grader says why
+    failing = {e["subject_name"].removesuffix(".nii.gz") for e in reference["metrics"] if "error" in e}
+    if failing:
+        assert run.code == 2, run.stderr[-2000:]
+        assert "labels that no class group defines" in run.last_line
+    assert compare_tables(run.output / "brats.csv", KIT / "tables" / f"{TASKS[task]}.csv") > 0
+    statuses = {case: value["status"] for case, value in run.metrics["case"].items()}
+    for missing in reference["missings"]:
+        assert statuses[missing.removesuffix(".nii.gz")] == "missing"
+    assert {case for case, status in statuses.items() if status == "failed"} == failing
+
+
+def test_brats_gli_table_through_the_command_line(tmp_path):
+    check_preset(tmp_path, "gli")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["mets", "ped", "menrt", "menpre", "goat"])
+def test_brats_tables_through_the_command_line(tmp_path, task):
+    check_preset(tmp_path, task)
+
+
+def test_brats_statistics_and_leaderboard(tmp_path):
+    """metrics.json's per-region statistics are the table's mean/std/median rows."""
+    run = run_preset(tmp_path, "gli")
+    header, rows = read_table(KIT / "tables" / "gli.csv")
+    aggregates = run.metrics["aggregates"]["classes"]
+    compared = 0
+    for column, mean, std, median in zip(header[1:], rows["mean"], rows["std"], rows["median"]):
+        field, region = column.rsplit("_", 1)
+        found = aggregates[region][field]
+        for got, expected in ((found["mean"], mean), (found["std"], std), (found["median"], median)):
+            assert same(got, expected), (column, got, expected)
+            compared += 1
+    assert compared == 3 * 90
+    assert run.metrics["aggregates"]["ranking"]["key"] == "lesionwise_dsc_mean"
+
+
+# --------------------------------------------------------------------------------------------
+# panoptica's own configuration files
+
+
+def compare_panoptica(run, reference: dict) -> int:
+    metrics = run.metrics["case"]
+    instances = json.loads((run.output / "instances.json").read_text())
+    compared = 0
+    for entry in reference["metrics"]:
+        case = entry["subject_name"].removesuffix(".nii.gz")
+        if "error" in entry:
+            assert metrics[case]["status"] == "failed"
+            continue
+        for group, expected in entry.items():
+            if group == "subject_name":
+                continue
+            expected = dict(expected)
+            rows = expected.pop("reference_instances")
+            got = metrics[case]["classes"][group]
+            assert set(got) == set(expected)  # panoptica leaves out what it cannot compute (0/0 precision)
+            for key, value in expected.items():
+                assert same(got[key], value), (case, group, key, got[key], value)
+                compared += 1
+            got_rows = instances[case][group]["reference_instances"]
+            assert len(got_rows) == len(rows)
+            for got_row, row in zip(got_rows, rows):
+                assert list(got_row) == list(row)
+                for key, value in row.items():
+                    assert same(got_row[key], value), (case, group, key, got_row[key], value)
+                    compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("config", ["custom_naive", "custom_merge"])
+def test_panoptica_configuration_file(tmp_path, config):
+    root = phase(
+        tmp_path,
+        f"suite: segmentation\npanoptica: {config}.yaml\nmissing_cases: skip\n",
+        extra={f"{config}.yaml": KIT / "configs" / f"{config}.yaml"},
+    )
+    run = run_cli(KIT / "cases" / "pred", root, tmp_path / "out")
+    assert run.code == 2  # case 00007's label 5
+    reference = json.loads((KIT / "panoptica" / f"{config}.json").read_text())
+    assert compare_panoptica(run, reference) > 500
+
+
+def test_panoptica_fields_inline(tmp_path):
+    """The same configuration written in phase.yaml, tags as 'type' keys."""
+    import yaml
+
+    from evaluation.suites.segmentation.panoptica_config import read_file
+
+    fields = read_file(KIT / "configs" / "custom_merge.yaml")
+    root = phase(tmp_path, yaml.safe_dump({"suite": "segmentation", "panoptica": fields, "missing_cases": "skip"}))
+    run = run_cli(KIT / "cases" / "pred", root, tmp_path / "out")
+    reference = json.loads((KIT / "panoptica" / "custom_merge.json").read_text())
+    assert compare_panoptica(run, reference) > 300
+
+
+# --------------------------------------------------------------------------------------------
+# BraTS 2023
+
+
+def check_2023(tmp_path: Path, challenge: str) -> int:
+    root = phase(tmp_path, f"suite: segmentation\npreset: brats2023-{challenge}\nmissing_cases: skip\n")
+    run = run_cli(KIT / "cases" / "pred", root, tmp_path / "out")
+    assert run.code == 0, run.stderr[-2000:]
+    reference = json.loads((KIT / "brats2023.json").read_text())[CHALLENGES[challenge]]
+    compared = 0
+    for case, entry in reference.items():
+        for row in entry["rows"]:
+            got = run.metrics["case"][case]["classes"][row["Labels"].lower()]
+            for key, value in row.items():
+                if key != "Labels":
+                    assert got[key] == value, (case, row["Labels"], key, got[key], value)
+                    compared += 1
+    return compared
+
+
+def test_brats2023_gli_through_the_command_line(tmp_path):
+    assert check_2023(tmp_path, "gli") == 7 * 3 * 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("challenge", ["ssa", "men", "ped", "met"])
+def test_brats2023_challenges(tmp_path, challenge):
+    assert check_2023(tmp_path, challenge) == 7 * 3 * 10
