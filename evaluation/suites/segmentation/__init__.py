@@ -156,7 +156,15 @@ class Segmentation(Suite):
             "report.html": report.html_report(options, scored, failed, summary, keys, score),
         }
         if options.instance_evaluation:
-            out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
+            from evaluation.suites.segmentation import instance_detail  # issue 23: lesion-level detail
+
+            out["instances.json"] = {
+                case: {cls: {k: v for k, v in found.items() if k != "coco"} for cls, found in value["instances"].items()}
+                for case, value in sorted(scored.items())
+            }
+            out["instances.csv"] = instance_detail.instances_csv(scored)
+            if {"ap", "size_bins"} & set(options.instance_metrics):
+                metrics["aggregates"]["instances_pooled"] = instance_detail.pooled(options, scored)
         return Result(
             metrics=metrics,
             leaderboard=aggregate.leaderboard(options, summary, score),

@@ -36,11 +36,13 @@ def components(mask: np.ndarray, full: bool) -> np.ndarray:
     """Connected components, numbered in raster order of their first voxel (as
     ``scipy.ndimage.label`` and ``cc3d`` number them). panoptica
     (``panoptica/_functionals.py: _connected_components``) uses face connectivity in 2-D
-    (scipy's default) and full connectivity in 3-D (cc3d's default 26)."""
+    (scipy's default) and full connectivity in 3-D (cc3d's default 26). Given labels rather
+    than a mask, each label's components are its own (cc3d's multi-label labelling)."""
     import cc3d
 
     connectivity = {(2, False): 4, (2, True): 8, (3, False): 6, (3, True): 26}[(mask.ndim, full)]
-    return cc3d.connected_components(np.ascontiguousarray(mask, dtype=np.uint8), connectivity=connectivity)
+    data = mask.view(np.uint8) if mask.dtype == bool else mask
+    return cc3d.connected_components(np.ascontiguousarray(data), connectivity=connectivity)
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,10 @@ def instance_keys(options: Options) -> list[str]:
             found += INSTANCE_KEYS
         elif metric == "panoptic":
             found += PANOPTIC_KEYS
+        elif metric in ("size_bins", "ap"):  # issue 23: lesion-level detail (instance_detail.py)
+            from evaluation.suites.segmentation import instance_detail
+
+            found += instance_detail.bin_keys(options.size_bins) if metric == "size_bins" else list(instance_detail.AP_KEYS)
         else:
             for key in metric_keys(metric, options) if metric != "ref_size" else ["ref_voxels", "ref_volume"]:
                 found += [f"mean_{key}", f"std_{key}"] + ([f"pq_{key}"] if key in ("dice", "iou", "cldice") else [])
@@ -260,7 +264,7 @@ def higher_is_better(key: str) -> bool:
 MODE_LOWER = re.compile(r"(^|_)(hd|hd95|assd|cedi|rvae)(_mean)?$|_HD95$")
 MODE_UNRANKABLE = re.compile(
     r"^(n_ref_instances|n_pred_instances|.*_std|global_bin_volume_.*|instance_vo.*|.*rvd|"
-    r"(all|large|small)_instance_(tp|fp|fn)|Num_.*|GT_Complete_Volume|recall_bin.*_n|.*_bin\d+_(n_.*|tp_.*))$"
+    r"(all|large|small)_instance_(tp|fp|fn)|Num_.*|GT_Complete_Volume|(instances_)?(n|tp)_(ref|pred)_bin\d+)$"
 )
 
 
