@@ -21,6 +21,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers.grading import FIXTURES, run_cli
 
@@ -198,3 +199,138 @@ def test_brats2023_gli_through_the_command_line(tmp_path):
 @pytest.mark.parametrize("challenge", ["ssa", "men", "ped", "met"])
 def test_brats2023_challenges(tmp_path, challenge):
     assert check_2023(tmp_path, challenge) == 7 * 3 * 10
+
+
+# --------------------------------------------------------------------------------------------
+# The quirks' corrections, against the packages run as corrected (corrections.json) or values
+# computed here from the maps
+
+
+CORRECTED = json.loads((KIT / "corrections.json").read_text())
+
+
+def run_corrected(tmp_path: Path, corrections: list[str], preset: str = "brats-gli", pred: Path | None = None):
+    root = phase(tmp_path, f"suite: segmentation\npreset: {preset}\ncorrections: {json.dumps(corrections)}\n")
+    return run_cli(pred or KIT / "cases" / "pred", root, tmp_path / "out")
+
+
+def test_corrected_spacing(tmp_path):
+    """panoptica_spacing_order: per-instance values as panoptica gives them with each axis's
+    own spacing; panoptica_global_spacing: global values as its metrics give them with that
+    spacing (NSD at the smallest spacing)."""
+    run = run_corrected(tmp_path, ["panoptica_spacing_order", "panoptica_global_spacing"], "brats-gli")
+    rows = {}
+    with (run.output / "brats.csv").open() as handle:
+        for row in csv.DictReader(handle):
+            rows[row["subject_id"]] = row
+    got = rows["BraTS-GLI-00006-000.nii.gz"]
+    compared = 0
+    for group, expected in CORRECTED["spacing_order"].items():
+        for field, key in (
+            ("lesionwise_dsc_mean", "sq_dsc"),
+            ("lesionwise_hd95_mean", "sq_hd95"),
+            ("lesionwise_nsd_mean", "sq_nsd"),
+        ):
+            value = expected.get(key)
+            value = math.nan if value is None else value
+            cell = float(got[f"{field}_{group}"]) if got[f"{field}_{group}"] else math.nan
+            assert cell == value or (math.isnan(cell) and math.isnan(value)), (group, field, cell, value)
+            compared += 1
+    for group, expected in CORRECTED["global_spacing"].items():
+        for field, key in (("global_dsc", "DSC"), ("global_nsd", "NSD"), ("global_hd95", "HD95")):
+            assert float(got[f"{field}_{group}"]) == expected[key], (group, field)
+            compared += 1
+    assert compared == 33
+
+
+def test_corrected_failed_and_missing_cases(tmp_path):
+    """brats_failed_cases: the failing subject gets the penalty row; brats_missing_rows: the
+    missing subject is scored as an empty prediction (the package's own row for it)."""
+    run = run_corrected(tmp_path, ["brats_failed_cases", "brats_missing_rows"])
+    header, rows = read_table(run.output / "brats.csv")
+    failed = dict(zip(header[1:], rows["BraTS-GLI-00007-000.nii.gz"]))
+    assert all(v == (373 if "hd95" in k and "std" not in k else 0) for k, v in failed.items())
+    missing = dict(zip(header[1:], rows["BraTS-GLI-00008-000.nii.gz"]))
+    expected = CORRECTED["empty_prediction_row"]
+    for key, value in missing.items():
+        reference = float(expected[key]) if expected[key] else math.nan
+        assert value == reference or (math.isnan(value) and math.isnan(reference)), (key, value, reference)
+    assert list(rows)[-5:-3] == ["BraTS-GLI-00008-000.nii.gz", "BraTS-GLI-00007-000.nii.gz"]
+
+
+def test_corrected_lesionwise_infinity(tmp_path):
+    """brats_lesionwise_inf: the reference table with an infinite lesion-wise HD95 as 373, and
+    its statistics then finite (here recomputed with numpy)."""
+    run = run_corrected(tmp_path, ["brats_lesionwise_inf"])
+    header, rows = read_table(run.output / "brats.csv")
+    _, reference = read_table(KIT / "tables" / "gli.csv")
+    subjects = [s for s in reference if s not in ("mean", "std", "median")]
+    for column_index, column in enumerate(header[1:]):
+        values = []
+        for subject in subjects:
+            value = reference[subject][column_index]
+            value = 373.0 if "lesionwise_hd95_mean" in column and math.isinf(value) else value
+            assert rows[subject][column_index] == value or (math.isnan(value) and math.isnan(rows[subject][column_index]))
+            values.append(value)
+        kept = np.array([v for v in values if not math.isnan(v)])
+        if kept.size and "lesionwise_hd95_mean" in column:
+            assert math.isclose(rows["mean"][column_index], kept.mean(), rel_tol=1e-12)
+            assert math.isclose(rows["std"][column_index], kept.std(ddof=1), rel_tol=1e-12)
+            assert math.isfinite(rows["mean"][column_index])
+
+
+def write_nifti(array: np.ndarray, path: Path) -> None:
+    import SimpleITK as sitk
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sitk.WriteImage(sitk.GetImageFromArray(array), str(path))
+
+
+def test_corrected_mets_false_positives_by_size(tmp_path):
+    """One 125-voxel metastasis predicted exactly, a 27-voxel and two 1-voxel false positives:
+    the package penalises the large lesions' mean with all three (Dice 1/4), corrected with
+    the large one only (1/2); the small F1 is not defined (no small lesion in the truth)."""
+    truth = np.zeros((30, 30, 30), np.uint8)
+    truth[5:10, 5:10, 5:10] = 3
+    pred = truth.copy()
+    pred[20:23, 20:23, 20:23] = 3
+    pred[2, 25, 25] = pred[27, 2, 2] = 3
+    write_nifti(truth, tmp_path / "phase" / "labels" / "BraTS-MET-00001-000.nii.gz")
+    write_nifti(pred, tmp_path / "pred" / "BraTS-MET-00001-000.nii.gz")
+    (tmp_path / "phase" / "phase.yaml").write_text("suite: segmentation\npreset: brats-mets\n")
+    run = run_cli(tmp_path / "pred", tmp_path / "phase", tmp_path / "out")
+    et = run.metrics["case"]["BraTS-MET-00001-000"]["classes"]["et"]
+    assert (et["large_instance_fp"], et["lesionwise_dsc_mean"], et["large_instance_f1"]) == (3, 0.25, 2 / 5)
+    (tmp_path / "phase" / "phase.yaml").write_text(
+        "suite: segmentation\npreset: brats-mets\ncorrections: [brats_mets_fp_by_size]\n"
+    )
+    run = run_cli(tmp_path / "pred", tmp_path / "phase", tmp_path / "out2")
+    et = run.metrics["case"]["BraTS-MET-00001-000"]["classes"]["et"]
+    assert (et["large_instance_fp"], et["lesionwise_dsc_mean"], et["large_instance_f1"]) == (1, 0.5, 2 / 3)
+    assert et["small_instance_fp"] is None  # no small lesion in the truth: NaN, as without the correction
+
+
+def test_corrected_2023_false_positive_volume(tmp_path):
+    """brats2023_fp_min_volume: false positives (predicted components not touching the
+    dilated truth) count only above the lesion volume threshold; here counted with scipy."""
+    from scipy import ndimage
+
+    root = phase(
+        tmp_path, "suite: segmentation\npreset: brats2023-gli\nmissing_cases: skip\ncorrections: [brats2023_fp_min_volume]\n"
+    )
+    run = run_cli(KIT / "cases" / "pred", root, tmp_path / "out")
+    import SimpleITK as sitk
+
+    compared = 0
+    for case in ("BraTS-GLI-00002-000", "BraTS-GLI-00005-000"):
+        truth = sitk.GetArrayFromImage(sitk.ReadImage(str(KIT / "cases" / "truth" / f"{case}.nii.gz")))
+        pred = sitk.GetArrayFromImage(sitk.ReadImage(str(KIT / "cases" / "pred" / f"{case}.nii.gz")))
+        for region, labels in (("wt", [1, 2, 3]), ("tc", [1, 3]), ("et", [3])):
+            near = ndimage.binary_dilation(np.isin(truth, labels), ndimage.generate_binary_structure(3, 2), iterations=3)
+            components, n = ndimage.label(np.isin(pred, labels), ndimage.generate_binary_structure(3, 3))
+            sizes = np.bincount(components.ravel())
+            touching = set(np.unique(components[near]))
+            expected = sum(1 for c in range(1, n + 1) if c not in touching and sizes[c] > 50)
+            assert run.metrics["case"][case]["classes"][region]["Num_FP"] == expected, (case, region)
+            compared += 1
+    assert compared == 6
