@@ -334,3 +334,62 @@ def test_corrected_2023_false_positive_volume(tmp_path):
             assert run.metrics["case"][case]["classes"][region]["Num_FP"] == expected, (case, region)
             compared += 1
     assert compared == 6
+
+
+# --------------------------------------------------------------------------------------------
+# The packages themselves, where they are installed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["gli", "mets"])
+def test_against_the_installed_package(tmp_path, task):
+    """BraTS_evaluation itself (with its panoptica) on the fixture cases, its table compared
+    with the command line's, cell by cell."""
+    pytest.importorskip("brats_evaluation")
+    from brats_evaluation import config_path, evaluate_single_exam, parse_mets_results, parse_seg_results
+    from panoptica import Panoptica_Evaluator
+
+    evaluator = Panoptica_Evaluator.load_from_config(str(config_path(TASKS[task])))
+    results = {"metrics": [], "missings": []}
+    for truth in sorted((KIT / "cases" / "truth").glob("*.nii.gz")):
+        pred = KIT / "cases" / "pred" / truth.name
+        if not pred.exists():
+            results["missings"].append(truth.name)
+            continue
+        results["metrics"].append(evaluate_single_exam(str(pred), str(truth), truth.name, evaluator))
+    (tmp_path / "summary.json").write_text(json.dumps(results, default=float))
+    table = tmp_path / "table.csv"
+    if task == "mets":
+        parse_mets_results(str(tmp_path / "summary.json"), 20.0, 0.1, str(table))
+    else:
+        parse_seg_results(str(tmp_path / "summary.json"), str(table))
+    run = run_preset(tmp_path, task)
+    assert compare_tables(run.output / "brats.csv", table) > 0
+
+
+@pytest.mark.slow
+def test_against_the_2023_code(tmp_path):
+    """The BraTS 2023 code itself, where BRATS2023_METRICS names its checkout and
+    BRATS2023_PYTHON a Python with its pinned requirements (it needs pandas < 2)."""
+    import os
+    import subprocess
+
+    code, python = os.environ.get("BRATS2023_METRICS"), os.environ.get("BRATS2023_PYTHON")
+    if not code or not python:
+        pytest.skip("set BRATS2023_METRICS and BRATS2023_PYTHON to run the BraTS 2023 code")
+    script = (
+        "import json, sys, warnings; warnings.filterwarnings('ignore'); sys.path.insert(0, sys.argv[1]); import metrics\n"
+        "df = metrics.get_LesionWiseResults(sys.argv[2], sys.argv[3], 'BraTS-MET')\n"
+        "print(json.dumps([{k: (v.item() if hasattr(v, 'item') else v) for k, v in r.items()} for r in df.to_dict('records')]))"
+    )
+    case = "BraTS-GLI-00005-000.nii.gz"
+    found = subprocess.run(
+        [python, "-c", script, code, str(KIT / "cases" / "pred" / case), str(KIT / "cases" / "truth" / case)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = json.loads(found.stdout.strip().splitlines()[-1])
+    root = phase(tmp_path, "suite: segmentation\npreset: brats2023-met\nmissing_cases: skip\n")
+    run = run_cli(KIT / "cases" / "pred", root, tmp_path / "out")
+    for row in rows:
+        got = run.metrics["case"]["BraTS-GLI-00005-000"]["classes"][row["Labels"].lower()]
+        assert all(got[k] == v for k, v in row.items() if k != "Labels"), row
