@@ -393,3 +393,24 @@ def test_against_the_2023_code(tmp_path):
     for row in rows:
         got = run.metrics["case"]["BraTS-GLI-00005-000"]["classes"][row["Labels"].lower()]
         assert all(got[k] == v for k, v in row.items() if k != "Labels"), row
+
+
+def test_panoptica_configuration_is_read_as_data_only(tmp_path):
+    """A YAML that asks for Python objects is refused, never constructed; unknown fields and
+    unsupported parts name themselves."""
+    from evaluation.errors import PhaseError
+    from evaluation.suites.segmentation.panoptica_config import parse, read_file
+
+    hostile = tmp_path / "hostile.yaml"
+    hostile.write_text("!!python/object/apply:os.system ['touch pwned']\n")
+    with pytest.raises(PhaseError, match="cannot be read"):
+        read_file(hostile)
+    assert not (tmp_path / "pwned").exists()
+    fields = read_file(KIT / "configs" / "custom_naive.yaml")
+    with pytest.raises(PhaseError, match="unknown fields"):
+        parse({**fields, "colour": "blue"})
+    with pytest.raises(PhaseError, match="per_region_evaluation"):
+        parse({**fields, "per_region_evaluation": True})
+    groups = {"groups": {"x": {"type": "LabelPartGroup", "value_labels": [1]}}}
+    with pytest.raises(PhaseError, match="LabelPartGroup is not supported"):
+        parse({**fields, "segmentation_class_groups": groups})

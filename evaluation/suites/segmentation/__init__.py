@@ -110,6 +110,10 @@ class Segmentation(Suite):
         return Plan(tasks=tasks, context=context)
 
     def score(self, payload: CaseTask) -> dict:
+        if payload.options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)
+            from evaluation.suites.segmentation import mode_results
+
+            return mode_results.score_case(payload)
         return score_case(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:

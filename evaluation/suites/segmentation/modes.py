@@ -140,9 +140,7 @@ class Mode:
             return list(BRATS2023_COLUMNS)
         if self.kind == "brats":
             return list(METS_TABLE if self.parser == "mets" else SEG_TABLE)
-        from evaluation.suites.segmentation.panoptica_evaluator import result_keys
-
-        return result_keys(self.config)
+        return panoptica_config.result_keys(self.config)
 
     @property
     def ranking(self) -> str:

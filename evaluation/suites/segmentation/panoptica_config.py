@@ -289,3 +289,13 @@ def _groups(groups) -> tuple[Group, ...]:
     if len({g.name for g in found}) != len(found):
         raise PhaseError("panoptica configuration: two groups have the same name")
     return tuple(found)
+
+
+def result_keys(config: EvaluatorConfig) -> list[str]:
+    """Every key ``evaluate_case`` can give a group, in panoptica's order."""
+    keys = ["n_ref_instances", "n_pred_instances", "tp", "fp", "fn", "prec", "rec", "rq"]
+    for metric in (m for m in SPEC_ORDER if m in config.instance_metrics):
+        key = f"sq{suffix(metric)}"
+        keys += [key, f"{key}_std"] + ([f"pq{suffix(metric)}"] if metric in WITH_PQ else [])
+    keys += ["instance_voxel_count_ref", "instance_volume_ref", "global_bin_volume_pred", "global_bin_volume_ref"]
+    return keys + [f"global_bin_{m.lower()}" for m in METRICS if m in config.global_metrics]

@@ -33,7 +33,17 @@ import numpy as np
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.suites.segmentation import distances, instances, overlap, per_instance, shape
 from evaluation.suites.segmentation.instances import Matching, Overlaps
-from evaluation.suites.segmentation.panoptica_config import DECREASING, SPEC_ORDER, WITH_PQ, EvaluatorConfig, Group, suffix
+from evaluation.suites.segmentation.panoptica_config import (
+    DECREASING,
+    SPEC_ORDER,
+    WITH_PQ,
+    EvaluatorConfig,
+    Group,
+    suffix,
+)
+from evaluation.suites.segmentation.panoptica_config import (
+    METRICS as METRIC_ORDER,
+)
 from evaluation.suites.segmentation.surfaces import Box, membership, voxel_surfaces
 
 NAN = float("nan")
@@ -50,7 +60,6 @@ SUITE_METRIC = {
     "HD95": ("hd_percentile", "hd95"),
     "NSD": ("nsd", "nsd_min_spacing"),
 }
-METRIC_ORDER = ("DSC", "IOU", "ASSD", "clDSC", "RVD", "RVAE", "CEDI", "HD", "HD95", "NSD")  # panoptica's Metric enum
 
 
 class _Reductions:
@@ -254,13 +263,3 @@ def _global(box: Box, table, members, tp: int, n_pred: int, n_ref: int, config, 
         values["centre_distance"] = shape.centre_distance(*masks, spacing, "panoptica") if "CEDI" in wanted else None
     keys = {**{m: k for m, (_, k) in SUITE_METRIC.items()}, "NSD": "nsd"}
     return {f"global_bin_{m.lower()}": None if values[keys[m]] is None else float(values[keys[m]]) for m in wanted}
-
-
-def result_keys(config: EvaluatorConfig) -> list[str]:
-    """Every key ``evaluate_case`` can give a group, in panoptica's order."""
-    keys = ["n_ref_instances", "n_pred_instances", "tp", "fp", "fn", "prec", "rec", "rq"]
-    for metric in (m for m in SPEC_ORDER if m in config.instance_metrics):
-        key = f"sq{suffix(metric)}"
-        keys += [key, f"{key}_std"] + ([f"pq{suffix(metric)}"] if metric in WITH_PQ else [])
-    keys += ["instance_voxel_count_ref", "instance_volume_ref", "global_bin_volume_pred", "global_bin_volume_ref"]
-    return keys + [f"global_bin_{m.lower()}" for m in METRIC_ORDER if m in config.global_metrics]

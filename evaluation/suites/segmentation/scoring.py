@@ -56,10 +56,6 @@ def _scan(truth, pred, lut, default, table, low, high):  # pragma: no cover - co
 
 def score_case(task: CaseTask) -> dict:
     options = task.options
-    if options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)
-        from evaluation.suites.segmentation import mode_results
-
-        return mode_results.score_case(task)
     truth, pred, spacing = read_case(task)
     if options.label_ids and options.unknown_labels == "reject" and task.prediction is not None:  # ids of classes too
         refuse_unknown_labels(pred, options.label_ids, task.display)
