@@ -91,13 +91,17 @@ def mets_fields(result: dict, rows: list, unmatched_pred: list, volume_threshold
         if row.get("is_matched") == 1:
             passed = score is not None and score >= overlap_threshold
             if large:
-                dsc.append(score), hd95.append(row.get("sq_hd95")), nsd.append(row.get("sq_nsd"))
+                dsc.append(score)
+                hd95.append(row.get("sq_hd95"))
+                nsd.append(row.get("sq_nsd"))
                 large_tp, large_fn = large_tp + passed, large_fn + (not passed)
             elif score is not None:
                 small_tp, small_fn = small_tp + passed, small_fn + (not passed)
         elif large:
             large_fn += 1
-            dsc.append(0), nsd.append(0), hd95.append(PENALTY_HD95)
+            dsc.append(0)
+            nsd.append(0)
+            hd95.append(PENALTY_HD95)
         else:
             small_fn += 1
     fp = result.get("fp", 0)

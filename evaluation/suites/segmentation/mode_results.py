@@ -16,6 +16,7 @@ from evaluation.contract import Result
 from evaluation.errors import SubmissionError
 from evaluation.suites.segmentation import aggregate, brats2023, brats_table, panoptica_evaluator, report
 from evaluation.suites.segmentation.inputs import CaseTask, read_case
+from evaluation.suites.segmentation.modes import REFERENCES
 from evaluation.suites.segmentation.options import Options, higher_is_better
 from evaluation.suites.segmentation.scoring import scan
 
@@ -90,7 +91,11 @@ def summarize(options: Options, plan, outcomes) -> Result:
                 "higher_is_better": higher_is_better(options.ranking),
             },
         },
-        "reference": {"evaluation": options.mode.preset or "panoptica", "corrections": list(options.corrections)},
+        "reference": {
+            "evaluation": options.mode.preset or "panoptica",
+            "reproduces": REFERENCES[options.mode.kind],
+            "corrections": list(options.corrections),
+        },
     }
     out = {
         "cases.csv": report.cases_csv(options, scored, keys),

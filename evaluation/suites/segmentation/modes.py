@@ -92,6 +92,12 @@ METS_TABLE = (
     "global_nsd",
     "global_hd95",
 )
+# What each evaluation reproduces (metrics.json: reference.evaluation)
+REFERENCES = {
+    "panoptica": "BrainLesion/panoptica 2.1.7, Panoptica_Evaluator",
+    "brats": "BraTS_evaluation 0.0.10 (PyPI brats-evaluation) with panoptica 2.1.7, brats-evaluate and brats-parse-metrics",
+    "brats2023": "rachitsaluja/BraTS-2023-Metrics@43c9052, metrics.py: get_LesionWiseResults",
+}
 # Options a preset sets when the phase does not: BraTS_evaluation gives a subject without a
 # prediction its penalty row rather than refusing the submission.
 PRESET_DEFAULTS = {"brats": {"missing_cases": "penalty"}}
