@@ -414,3 +414,8 @@ def test_panoptica_configuration_is_read_as_data_only(tmp_path):
     groups = {"groups": {"x": {"type": "LabelPartGroup", "value_labels": [1]}}}
     with pytest.raises(PhaseError, match="LabelPartGroup is not supported"):
         parse({**fields, "segmentation_class_groups": groups})
+    from evaluation.phase import Phase
+    from evaluation.suites.segmentation.options import Options
+
+    with pytest.raises(PhaseError, match="defines its own classes and metrics; remove classes"):
+        Options.from_phase(Phase(tmp_path, "segmentation", {"preset": "brats-gli", "classes": [1, 2]}))

@@ -158,10 +158,20 @@ class Mode:
         return next((k for k in ("pq_dsc", "pq", "rq") if k in self.keys()), "rq")
 
 
+# Options a whole evaluation defines itself: setting them beside it is refused, not ignored
+OWN_OPTIONS = ("classes", "metrics", "instance_metrics", "definition", "definitions", "matching", "match_threshold")
+
+
 def from_phase(phase: Phase) -> Mode | None:
     preset, evaluator = phase.option("preset"), phase.option("panoptica")
     if preset and evaluator is not None:
         raise PhaseError("phase.yaml: set either preset or panoptica, not both")
+    clashing = [name for name in OWN_OPTIONS if name in phase.options]
+    if (preset or evaluator is not None) and clashing:
+        raise PhaseError(
+            f"phase.yaml: {preset or 'a panoptica configuration'} defines its own classes and metrics; "
+            f"remove {', '.join(clashing)}"
+        )
     volume, overlap = float(phase.option("brats_volume_threshold")), float(phase.option("brats_overlap_threshold"))
     if preset and preset.startswith("brats2023-"):
         return Mode("brats2023", preset=preset, challenge=preset.removeprefix("brats2023-"))
