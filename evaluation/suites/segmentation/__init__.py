@@ -38,6 +38,11 @@ def warm_up(options: Options) -> None:
     by scoring a tiny 2-D and 3-D case, so the forked workers do not each pay for it."""
     import numpy as np
 
+    if options.mode is not None:  # issue 23
+        from evaluation.suites.segmentation import mode_results
+
+        return mode_results.warm_up(options)
+
     from evaluation.suites.segmentation.scoring import score_arrays
 
     labels = options.label_ids or (1,)
@@ -73,7 +78,10 @@ class Segmentation(Suite):
         options = Options.from_phase(phase)
         truth = truth_cases(phase, options)
         submitted = submission.case_files()
-        cases = pair_cases(submitted, truth, options.missing_cases)
+        policy = options.missing_cases
+        if policy == "penalty" and "brats_missing_rows" in options.corrections:  # issue 23: scored as empty instead
+            policy = "empty"
+        cases = pair_cases(submitted, truth, policy)
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
         tasks = [
             Task(
@@ -95,14 +103,25 @@ class Segmentation(Suite):
             "options": options,
             "files": files,
             "missing": len(truth) - len(cases) + sum(f is None for f in files.values()),
+            # issue 23: BraTS_evaluation's table names rows by truth file and penalises missing cases
+            "truth_files": {case: path.name for case, path in truth.items()},
+            "missing_names": sorted(set(truth) - set(cases)) if policy == "penalty" else [],
         }
         return Plan(tasks=tasks, context=context)
 
     def score(self, payload: CaseTask) -> dict:
+        if payload.options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)
+            from evaluation.suites.segmentation import mode_results
+
+            return mode_results.score_case(payload)
         return score_case(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options, files = plan.context["options"], plan.context["files"]
+        if options.mode is not None:  # issue 23: a whole evaluation's own summary
+            from evaluation.suites.segmentation import mode_results
+
+            return mode_results.summarize(options, plan, outcomes)
         scored, failed = aggregate.split(outcomes, {case: case for case in files})
         keys = options.keys()
         summary = aggregate.summarize(options, scored, keys)
@@ -141,7 +160,15 @@ class Segmentation(Suite):
             "report.html": report.html_report(options, scored, failed, summary, keys, score),
         }
         if options.instance_evaluation:
-            out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
+            from evaluation.suites.segmentation import instance_detail  # issue 23: lesion-level detail
+
+            out["instances.json"] = {
+                case: {cls: {k: v for k, v in found.items() if k != "coco"} for cls, found in value["instances"].items()}
+                for case, value in sorted(scored.items())
+            }
+            out["instances.csv"] = instance_detail.instances_csv(scored)
+            if {"ap", "size_bins"} & set(options.instance_metrics):
+                metrics["aggregates"]["instances_pooled"] = instance_detail.pooled(options, scored)
         return Result(
             metrics=metrics,
             leaderboard=aggregate.leaderboard(options, summary, score),

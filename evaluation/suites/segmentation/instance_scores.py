@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.suites.segmentation import instances, overlap, per_instance
+from evaluation.suites.segmentation import instance_detail, instances, overlap, per_instance
 from evaluation.suites.segmentation.instances import Overlaps
 from evaluation.suites.segmentation.options import SUMMARIES, instance_keys
 
@@ -63,7 +63,11 @@ def algorithm(options, definition: str) -> str:
     }[definition]
 
 
-def match(ov: Overlaps, options, definition: str) -> instances.Matching:
+def match(ov: Overlaps, options, definition: str, single: bool = False) -> instances.Matching:
+    if single and ov.ref_ids.size and ov.pred_ids.size:  # one instance per map: matched, whatever its IoU
+        matching = instances.Matching()
+        matching.add(0, 0)
+        return matching
     scores = ov.iou32() if definition == "monai" else ov.iou()
     name, strict, threshold = algorithm(options, definition), strict_rule(options, definition), options.match_threshold
     if name == "many_to_one":
@@ -81,8 +85,10 @@ def match(ov: Overlaps, options, definition: str) -> instances.Matching:
     return matching
 
 
-def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing) -> tuple[dict, dict]:
-    """(summary keys -> values, details for instances.json) of one class's instance maps."""
+def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing, volume_spacing=None, single=False) -> tuple[dict, dict]:
+    """(summary keys -> values, details for instances.json) of one class's instance maps;
+    ``volume_spacing``: the image's spacing, for the instances' volumes (``spacing`` by
+    default); ``single``: one instance per map, matched whatever its overlap."""
     definition = options.definition("instances")
     ov = Overlaps.of(ref, pred)
     if ov.pred_ids.size > MAX_INSTANCES:
@@ -90,14 +96,17 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing) -> tuple[dict,
             f"holds {ov.pred_ids.size} instances of one class; at most {MAX_INSTANCES} are scored "
             "(a label map of instance ids or of classes with few connected components is expected)"
         )
-    matching = match(ov, options, definition)
-    metrics = [m for m in options.instance_metrics if m not in SUMMARIES]
+    matching = match(ov, options, definition, single)
+    metrics = [m for m in options.instance_metrics if m not in SUMMARIES and m not in DETAIL]
     per_pair = per_instance.evaluate(ref, pred, ov, matching, metrics, definition, options, spacing)
     summary = {"panoptica": _panoptica, "metricsreloaded": _metricsreloaded}.get(definition, _monai)(
         ov, matching, per_pair, options
     )
+    voxel = float(np.prod(volume_spacing if volume_spacing is not None else spacing))
+    details = _details(ov, matching, per_pair, voxel)
+    summary.update(_detail_summary(ov, matching, options, voxel, details))
     wanted = instance_keys(options)
-    return {key: summary.get(key) for key in wanted}, _details(ov, matching, per_pair, wanted)
+    return {key: summary.get(key) for key in wanted}, details
 
 
 def _lists(per_pair: dict, matched: list[int]) -> dict[str, list]:
@@ -201,15 +210,61 @@ def _monai(ov: Overlaps, matching, per_pair: dict, options) -> dict:
     return out
 
 
-def _details(ov: Overlaps, matching, per_pair: dict, wanted) -> dict:
-    """Matched pairs (reference id, prediction ids, per-pair metrics) and the unmatched ids."""
+def _details(ov: Overlaps, matching, per_pair: dict, voxel: float) -> dict:
+    """Matched pairs (reference id, prediction ids, sizes, per-pair metrics) and every
+    unmatched instance with its size (``unmatched_ref``/``unmatched_pred``: their ids)."""
     order = list(matching.order) if matching.order is not None else sorted(matching.pairs)
     matched_preds = matching.matched_preds
+
+    def sized(kind: str, sizes, k: int) -> dict:
+        return {f"{kind}_voxels": int(sizes[k]), f"{kind}_volume": float(sizes[k]) * voxel}
+
+    def unmatched(ids, sizes, keep) -> list[dict]:
+        return [{"id": int(i), "voxels": int(sizes[k]), "volume": float(sizes[k]) * voxel} for k, i in enumerate(ids) if keep(k)]
+
     return {
         "matches": [
-            {"ref": int(ov.ref_ids[r]), "pred": [int(ov.pred_ids[p]) for p in matching.pairs[r]], **per_pair.get(r, {})}
+            {
+                "ref": int(ov.ref_ids[r]),
+                "pred": [int(ov.pred_ids[p]) for p in matching.pairs[r]],
+                **sized("ref", ov.ref_size, r),
+                "pred_voxels": int(ov.pred_size[matching.pairs[r]].sum()),
+                "pred_volume": float(ov.pred_size[matching.pairs[r]].sum()) * voxel,
+                **per_pair.get(r, {}),
+            }
             for r in order
         ],
         "unmatched_ref": [int(i) for k, i in enumerate(ov.ref_ids) if k not in matching.pairs],
         "unmatched_pred": [int(i) for k, i in enumerate(ov.pred_ids) if k not in matched_preds],
+        "unmatched_ref_instances": unmatched(ov.ref_ids, ov.ref_size, lambda k: k not in matching.pairs),
+        "unmatched_pred_instances": unmatched(ov.pred_ids, ov.pred_size, lambda k: k not in matched_preds),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# issue 23: lesion-level detail (instance_detail)
+
+DETAIL = ("size_bins", "ap")
+
+
+def _detail_summary(ov: Overlaps, matching, options, voxel: float, details: dict) -> dict:
+    """Recall and precision per size bin, COCO's AP of this case; the per-threshold matches
+    go to ``details`` for the dataset AP (``aggregate``)."""
+    out = {}
+    if "size_bins" in options.instance_metrics:
+        scale = voxel if options.size_unit == "volume" else 1.0
+        matched_preds = matching.matched_preds
+        out.update(
+            instance_detail.size_bins(
+                ov.ref_size * scale,
+                ov.pred_size * scale,
+                [k in matching.pairs for k in range(ov.ref_ids.size)],
+                [k in matched_preds for k in range(ov.pred_ids.size)],
+                options.size_bins,
+            )
+        )
+    if "ap" in options.instance_metrics:
+        matches = instance_detail.coco_matches(int(ov.ref_ids.size), int(ov.pred_ids.size), ov.ref, ov.pred, ov.iou())
+        details["coco"] = {"matches": matches.astype(int).tolist(), "n_ref": int(ov.ref_ids.size)}
+        out.update(instance_detail.coco_ap([matches], [int(ov.ref_ids.size)]))
+    return out

@@ -36,11 +36,13 @@ def components(mask: np.ndarray, full: bool) -> np.ndarray:
     """Connected components, numbered in raster order of their first voxel (as
     ``scipy.ndimage.label`` and ``cc3d`` number them). panoptica
     (``panoptica/_functionals.py: _connected_components``) uses face connectivity in 2-D
-    (scipy's default) and full connectivity in 3-D (cc3d's default 26)."""
+    (scipy's default) and full connectivity in 3-D (cc3d's default 26). Given labels rather
+    than a mask, each label's components are its own (cc3d's multi-label labelling)."""
     import cc3d
 
     connectivity = {(2, False): 4, (2, True): 8, (3, False): 6, (3, True): 26}[(mask.ndim, full)]
-    return cc3d.connected_components(np.ascontiguousarray(mask, dtype=np.uint8), connectivity=connectivity)
+    data = mask.view(np.uint8) if mask.dtype == bool else mask
+    return cc3d.connected_components(np.ascontiguousarray(data), connectivity=connectivity)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,12 @@ class Overlaps:
         """float64 ``intersection / (ref + pred - intersection)``."""
         inter = self.inter.astype(np.float64)
         return inter / (self.ref_size[self.ref].astype(np.float64) + self.pred_size[self.pred] - inter)
+
+    def dice(self) -> np.ndarray:
+        """float64 ``2 * intersection / (ref + pred)``, as panoptica's Dice matching metric
+        (``panoptica/_functionals.py: _calc_count_matching_metric_of_overlapping_labels``)."""
+        inter = self.inter.astype(np.float64)
+        return 2.0 * inter / (self.ref_size[self.ref].astype(np.float64) + self.pred_size[self.pred])
 
     def iou32(self) -> np.ndarray:
         """MONAI's float32 IoU (``_get_pairwise_iou``: int tensors divided)."""
@@ -107,10 +115,10 @@ def greedy(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool, man
     return matching
 
 
-def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool) -> Matching:
-    """panoptica ``MaximizeMergeMatching``: greedy by descending IoU; a further prediction
-    overlapping an already matched reference is merged into it when the IoU of the union
-    beats the reference's current IoU, whatever its own."""
+def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: bool, dice: bool = False) -> Matching:
+    """panoptica ``MaximizeMergeMatching``: greedy by descending score; a further prediction
+    overlapping an already matched reference is merged into it when the score (IoU, or Dice
+    with ``dice``) of the union beats the reference's current score, whatever its own."""
     matching, used, best = Matching(), set(), {}
     for k in np.argsort(-scores, kind="stable"):
         ref, pred = int(ov.ref[k]), int(ov.pred[k])
@@ -119,8 +127,8 @@ def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: b
         if ref in matching.pairs:
             merged = matching.pairs[ref] + [pred]
             inter = sum(int(ov.inter[(ov.ref == ref) & (ov.pred == p)].sum()) for p in merged)
-            union = int(ov.ref_size[ref]) + int(ov.pred_size[merged].sum()) - inter
-            score = inter / union
+            total = int(ov.ref_size[ref]) + int(ov.pred_size[merged].sum())
+            score = 2 * inter / total if dice else inter / (total - inter)
             if score > best[ref]:
                 matching.add(ref, pred)
                 used.add(pred)

@@ -75,6 +75,11 @@ def number_key(value) -> str:
 class ClassDef:
     name: str
     labels: tuple[int, ...]
+    # ---- issue 23 (label groups): panoptica's LabelMergeGroup (merge: the labels are one
+    # region, as a list of ids always was) or LabelGroup (each label its own instances) ----
+    merge: bool = True
+    single_instance: bool = False  # the whole class is one instance (matched when both have it)
+    # ---- end issue 23 (label groups) ----
 
 
 @dataclass(frozen=True)
@@ -106,15 +111,27 @@ class Options:
     ranking_statistic: str
     missing_cases: str
     unknown_labels: str
+    # ---- issue 23 (whole evaluations, lesion detail): see modes.py and instance_detail.py ----
+    mode: object = None  # modes.Mode: panoptica's evaluator or a BraTS preset, None otherwise
+    size_bins: tuple[float, ...] = ()
+    size_unit: str = "volume"
+    # ---- end issue 23 ----
 
     @classmethod
     def from_phase(cls, phase: Phase) -> "Options":
+        # ---- issue 23: a whole evaluation (panoptica's configuration, a BraTS preset) ----
+        from evaluation.suites.segmentation import modes
+
+        mode = modes.from_phase(phase)
+        if mode is not None:
+            phase = Phase(phase.root, phase.suite, {**mode.defaults, **phase.options})
+        # ---- end issue 23 ----
         instances_input = phase.option("input") == "instances"
         chosen = dict(phase.option("definitions"))
         options = cls(
             truth=phase.option("truth"),
             instances_input=instances_input,
-            classes=parse_classes(phase.option("classes"), instances_input),
+            classes=mode_classes(mode) if mode else parse_classes(phase.option("classes"), instances_input),
             metrics=tuple(phase.option("metrics")),
             definitions={family: chosen.get(family, phase.option("definition")) for family in FAMILIES},
             percentiles=tuple(float(p) for p in phase.option("percentiles")),
@@ -139,6 +156,9 @@ class Options:
             ranking_statistic=phase.option("ranking_statistic"),
             missing_cases=phase.option("missing_cases"),
             unknown_labels=phase.option("unknown_labels"),
+            mode=mode,
+            size_bins=tuple(sorted(float(b) for b in phase.option("size_bins"))),
+            size_unit=phase.option("size_unit"),
         )
         options.validate()
         return options
@@ -156,15 +176,28 @@ class Options:
 
     def keys(self) -> list[str]:
         """Every per-class key the chosen metrics produce, in output order."""
+        if self.mode is not None:  # issue 23: a whole evaluation's own keys
+            return self.mode.keys()
         found = [key for metric in self.metrics for key in metric_keys(metric, self)]
         if self.instance_evaluation:
             found += [f"instances_{key}" for key in instance_keys(self)]
         return found
 
     def __post_init__(self):
+        if not self.ranking and self.mode is not None:  # issue 23: the evaluation's own key
+            object.__setattr__(self, "ranking", self.mode.ranking)
         if not self.ranking:  # the first key with a better direction
             object.__setattr__(
-                self, "ranking", next((k for k in self.keys() if not UNRANKABLE.match(k.removeprefix("instances_"))), "")
+                self,
+                "ranking",
+                next(
+                    (
+                        k
+                        for k in self.keys()
+                        if not UNRANKABLE.match(k.removeprefix("instances_")) and not MODE_UNRANKABLE.match(k)
+                    ),
+                    "",
+                ),
             )
 
     def validate(self) -> None:
@@ -175,7 +208,7 @@ class Options:
             raise PhaseError(
                 f"phase.yaml: ranking {self.ranking!r} is not one of the metrics this phase computes ({', '.join(self.keys())})"
             )
-        if UNRANKABLE.match(self.ranking.removeprefix("instances_")):
+        if UNRANKABLE.match(self.ranking.removeprefix("instances_")) or MODE_UNRANKABLE.match(self.ranking):
             raise PhaseError(f"phase.yaml: ranking {self.ranking!r} has no better direction; rank by a score")
         unknown = sorted(set(self.empty_values) - set(FAMILY) - set(SUMMARIES))
         if unknown:
@@ -213,6 +246,10 @@ def instance_keys(options: Options) -> list[str]:
             found += INSTANCE_KEYS
         elif metric == "panoptic":
             found += PANOPTIC_KEYS
+        elif metric in ("size_bins", "ap"):  # issue 23: lesion-level detail (instance_detail.py)
+            from evaluation.suites.segmentation import instance_detail
+
+            found += instance_detail.bin_keys(options.size_bins) if metric == "size_bins" else list(instance_detail.AP_KEYS)
         else:
             for key in metric_keys(metric, options) if metric != "ref_size" else ["ref_voxels", "ref_volume"]:
                 found += [f"mean_{key}", f"std_{key}"] + ([f"pq_{key}"] if key in ("dice", "iou", "cldice") else [])
@@ -220,13 +257,29 @@ def instance_keys(options: Options) -> list[str]:
 
 
 def higher_is_better(key: str) -> bool:
-    return not LOWER_IS_BETTER.match(key.removeprefix("instances_").removeprefix("mean_"))
+    return not LOWER_IS_BETTER.match(key.removeprefix("instances_").removeprefix("mean_")) and not MODE_LOWER.search(key)
+
+
+# ---- issue 23: the keys of panoptica's results and the BraTS tables ----
+MODE_LOWER = re.compile(r"(^|_)(hd|hd95|assd|cedi|rvae)(_mean)?$|_HD95$")
+MODE_UNRANKABLE = re.compile(
+    r"^(n_ref_instances|n_pred_instances|.*_std|global_bin_volume_.*|instance_vo.*|.*rvd|"
+    r"(all|large|small)_instance_(tp|fp|fn)|Num_.*|GT_Complete_Volume|(instances_)?(n|tp)_(ref|pred)_bin\d+)$"
+)
+
+
+def mode_classes(mode) -> tuple[ClassDef, ...]:
+    return tuple(ClassDef(name, labels, merge, single) for name, labels, merge, single in mode.classes)
+
+
+# ---- end issue 23 ----
 
 
 def parse_classes(value, instances_input: bool) -> tuple[ClassDef, ...]:
     """``classes``: a list of label ids, or {name: id or [ids]} (a region: the union of its
-    labels). Instance maps have one class, their foreground, whatever is configured."""
-    if instances_input:
+    labels), or {name: {labels: [ids], merge, single_instance}} (a label group). Instance maps
+    have one class, their foreground, unless classes list each class's instance ids."""
+    if instances_input and not value:
         return (ClassDef("foreground", ()),)
     if not value:
         raise PhaseError("phase.yaml: the segmentation suite needs 'classes' (label ids, or {name: id or [ids]})")
@@ -234,8 +287,15 @@ def parse_classes(value, instances_input: bool) -> tuple[ClassDef, ...]:
         return tuple(ClassDef(str(label), (int(label),)) for label in value)
     found = []
     for name, labels in value.items():
-        members = tuple(sorted({int(v) for v in (labels if isinstance(labels, list) else [labels])}))
+        group = labels if isinstance(labels, dict) else {"labels": labels}
+        listed = group["labels"] if isinstance(group["labels"], list) else [group["labels"]]
+        members = tuple(sorted({int(v) for v in listed}))
         if 0 in members:
             raise PhaseError(f"phase.yaml: class {name!r} includes label 0, the background")
-        found.append(ClassDef(str(name), members))
+        # ---- issue 23 (label groups) ----
+        single = bool(group.get("single_instance", False))
+        if single and (len(members) != 1 or instances_input):
+            raise PhaseError(f"phase.yaml: class {name!r} is a single instance: it needs exactly one label (semantic input)")
+        found.append(ClassDef(str(name), members, bool(group.get("merge", True)), single))
+        # ---- end issue 23 (label groups) ----
     return tuple(found)

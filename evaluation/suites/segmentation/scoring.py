@@ -57,7 +57,7 @@ def _scan(truth, pred, lut, default, table, low, high):  # pragma: no cover - co
 def score_case(task: CaseTask) -> dict:
     options = task.options
     truth, pred, spacing = read_case(task)
-    if not options.instances_input and options.unknown_labels == "reject" and task.prediction is not None:
+    if options.label_ids and options.unknown_labels == "reject" and task.prediction is not None:  # ids of classes too
         refuse_unknown_labels(pred, options.label_ids, task.display)
     try:
         return score_arrays(truth, pred, spacing, options)
@@ -68,7 +68,7 @@ def score_case(task: CaseTask) -> dict:
 def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...], options: Options) -> dict:
     """Every class's metrics of one case (``classes``), the instance matches (``instances``),
     and the case's spacing, shape and diagonal (the worst distance of ``nan_policy: worst``)."""
-    labels = options.label_ids if not options.instances_input else ()
+    labels = options.label_ids  # none for one foreground class of instance ids
     table, low, high = scan(truth, pred, labels)
     results, details = {}, {}
     for cls in options.classes:
@@ -76,7 +76,7 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         window = class_window(low, high, members, truth.ndim)
         lookup, default = membership(cls.labels)
         box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
-        results[cls.name], found = score_class(options, table, members, box)
+        results[cls.name], found = score_class(options, table, members, box, cls)
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
@@ -110,7 +110,7 @@ def class_window(low: np.ndarray, high: np.ndarray, members: np.ndarray, ndim: i
     return tuple(slice(int(low[present, a].min()), int(high[present, a].max())) for a in range(ndim))
 
 
-def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box):
+def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box, cls=None):
     """All metrics of one class (its slots ``members``, its ``box``) and its instance matches."""
     tp = int(table[np.ix_(members, members)].sum())
     n_ref, n_pred = int(table[members, :].sum()), int(table[:, members].sum())
@@ -121,7 +121,10 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
         out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta, options.corrections))
     if wanted & set(DISTANCE):
         out.update(distance_metrics(options, box))
-    masks = box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and not options.instances_input) else None
+    grouped = cls is not None and bool(cls.labels)  # a class of listed labels (or instance ids)
+    masks = (
+        box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and (grouped or not options.instances_input)) else None
+    )
     if "boundary_iou" in wanted:
         out.update(
             {f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances}
@@ -135,17 +138,29 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     empties.apply(found, options, n_ref, n_pred)
     details = None
     if options.instance_evaluation:
-        if options.instances_input:
-            ref_instances, pred_instances = box.truth, box.pred
-        else:
-            full = _full_connectivity(options, box.truth.ndim)
-            ref_instances, pred_instances = (components(m, full) for m in masks)
+        ref_instances, pred_instances = _instance_maps(options, box, masks, cls)
+        single = cls is not None and cls.single_instance
         summary, details = instance_scores.evaluate(
-            ref_instances, pred_instances, options, _instance_spacing(options, box.spacing)
+            ref_instances, pred_instances, options, _instance_spacing(options, box.spacing), box.spacing, single
         )
         empties.apply_instances(summary, options, n_ref, n_pred)
         found["instances"] = summary
     return found, details
+
+
+def _instance_maps(options: Options, box: Box, masks, cls) -> tuple[np.ndarray, np.ndarray]:
+    """The instances of one class in its box: the instance ids (of the class's ids, when the
+    classes list them), or the connected components of the class (of each label on its own
+    for a label group that is not merged, panoptica's LabelGroup; the whole class for a
+    single-instance class)."""
+    if options.instances_input:
+        return (box.truth, box.pred) if not cls.labels else tuple(np.where(m, a, 0) for m, a in zip(masks, (box.truth, box.pred)))
+    if cls is not None and cls.single_instance:
+        return tuple(m.view(np.uint8) for m in masks)
+    full = _full_connectivity(options, box.truth.ndim)
+    if cls is not None and not cls.merge and len(cls.labels) > 1:
+        return tuple(components(np.where(m, a, 0), full) for m, a in zip(masks, (box.truth, box.pred)))
+    return tuple(components(m, full) for m in masks)
 
 
 def distance_metrics(options: Options, box: Box) -> dict:
