@@ -136,10 +136,14 @@ class Segmentation(Suite):
             },
             "reference": {"definitions": options.definitions, "libraries": REFERENCE},
         }
-        out = {
-            "cases.csv": report.cases_csv(options, scored, keys),
-            "report.html": report.html_report(options, scored, failed, summary, keys, score),
-        }
+        out = (
+            {  # report: false writes metrics.json alone: nothing is rendered
+                "cases.csv": report.cases_csv(options, scored, keys),
+                "report.html": report.html_report(options, scored, failed, summary, keys, score),
+            }
+            if phase.option("report")
+            else {}
+        )
         if options.instance_evaluation:
             out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
         return Result(
