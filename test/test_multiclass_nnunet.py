@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 import SimpleITK as sitk
-from helpers.grading import FIXTURES, run_cli, validate_metrics
+from helpers.grading import FIXTURES, ROOT, run_cli, validate_metrics
 
 KIT = FIXTURES / "multiclass" / "nnunet"
 BRATS = "classes: {whole tumor: [1, 2, 3], tumor core: [2, 3], enhancing tumor: [3]}\n"
@@ -100,3 +100,18 @@ def test_summary_equals_nnunets_bit_for_bit(files, tmp_path, run):
     for key, entry in theirs["mean"].items():
         assert same(aggregates["mean"][key]["Dice"], entry["Dice"]), key
     assert same(aggregates["foreground_mean"]["Dice"], theirs["foreground_mean"]["Dice"])
+
+
+@pytest.mark.parametrize("heading,run", [("#### KiTS-style", "kits"), ("#### BraTS-style", "brats")])
+def test_the_documented_phases_are_the_tested_ones(tmp_path, heading, run):
+    """docs/suites/multiclass.md's worked phases ask for exactly the evaluation compared with
+    nnU-Net above, and are valid phases."""
+    import yaml
+
+    from evaluation import phase as phases
+
+    text = (ROOT / "docs" / "suites" / "multiclass.md").read_text()
+    block = text.split(heading, 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "phase.yaml").write_text(block)
+    documented = phases.load(tmp_path)
+    assert documented.options["classes"] == yaml.safe_load(PHASES[run])["classes"]
