@@ -68,3 +68,17 @@ def test_fisbe(tmp_path):
     on, off, a, b = graded_twice(submission, phase, tmp_path)
     assert "summary.csv" in on and off == ["metrics.json"]
     same_numbers(a, b)
+
+
+@pytest.mark.slow
+def test_rescore(cellmap_phase, tmp_path):
+    """The organizer's rescore writes, per submission, metrics.json and its case scores only."""
+    from test_rescore import run_rescore
+
+    from evaluation.organizer import rescore
+
+    phase, submission = cellmap_phase("a_perfect_instance")
+    subs = tmp_path / "subs"
+    shutil.copytree(submission, subs / "one")
+    run_rescore(without_report(phase, tmp_path), subs, tmp_path / "out", "--workers", "1")
+    assert sorted(p.name for p in (tmp_path / "out" / "one").iterdir()) == sorted(["metrics.json", rescore.CASE_SCORES_FILE])
