@@ -6,7 +6,6 @@ error (the organizer's phase or the grader itself; details in the log above it).
 """
 
 import argparse
-import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -97,10 +96,8 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     failures = [o for o in outcomes.values() if not o.ok]
     publish_cases = phase.option("publish_cases")
     document = report.metrics_document(suite.name, result, outcomes, publish_cases)
-    # report: false writes metrics.json alone (the platform adds its own files)
-    files = result.files if publish_cases and phase.option("report") else {}
-    written = report.write(platform.output, document, files)
-    platform.publish(dataclasses.replace(result, files=files), written)
+    written = report.write(platform.output, document, result.files if publish_cases else {})
+    platform.publish(result, written)
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]

@@ -229,9 +229,7 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
         "case_scores": result.case_scores,
     }
     report.write(
-        entry.output,
-        report.metrics_document(suite.name, result, entry.outcomes),
-        {**(result.files if phase.option("report") else {}), CASE_SCORES_FILE: scores},
+        entry.output, report.metrics_document(suite.name, result, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores}
     )
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 

@@ -50,6 +50,5 @@ class Annotators(Suite):
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)
         result = aggregate.result(plan.context, scored, case)
-        if phase.option("report"):  # report: false writes metrics.json alone
-            result.files = report.outputs(plan.context, scored)
+        result.files = report.outputs(plan.context, scored)
         return result

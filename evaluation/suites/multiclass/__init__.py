@@ -47,7 +47,7 @@ class Multiclass(Suite):
         context: inputs.Context = plan.context
         models = {model: aggregate.model_result(context.options, info, outcomes) for model, info in context.layout.items()}
         result = aggregate.result(context, models)
-        if phase.option("report"):  # report: false writes metrics.json alone
+        if phase.option("report"):  # report: false renders nothing (summary.json stays)
             text = report.render(
                 context.options,
                 {m: r.summary for m, r in models.items()},

@@ -137,14 +137,9 @@ class Segmentation(Suite):
             },
             "reference": {**provenance.reference(options), "libraries": REFERENCE},
         }
-        out = (
-            {  # report: false writes metrics.json alone: nothing is rendered
-                "cases.csv": report.cases_csv(options, scored, keys),
-                "report.html": report.html_report(options, scored, failed, summary, keys, score),
-            }
-            if phase.option("report")
-            else {}
-        )
+        out = {"cases.csv": report.cases_csv(options, scored, keys)}
+        if phase.option("report"):  # report: false renders nothing
+            out["report.html"] = report.html_report(options, scored, failed, summary, keys, score)
         if options.instance_evaluation:
             out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
         return Result(
