@@ -49,8 +49,13 @@ WORK = {
         "instance_metrics": ["detection", "dice", "hd_percentile", "assd"],
     },
     "metricsreloaded": {"input": "instances", "definition": "metricsreloaded", "metrics": ["hd_percentile", "assd", "nsd"]},
-    "monai": {"input": "instances", "definition": "monai", "metrics": ["hd_percentile", "assd", "nsd"]},
-    "deepmind": {"input": "instances", "definition": "deepmind", "metrics": ["hd_percentile", "asd", "nsd"]},
+    "monai": {"input": "instances", "definition": "monai", "metrics": ["hd_percentile", "assd", "nsd"], "nsd_tolerances": [1.0]},
+    "deepmind": {
+        "input": "instances",
+        "definition": "deepmind",
+        "metrics": ["hd_percentile", "asd", "nsd"],
+        "nsd_tolerances": [1.0],
+    },
 }
 LARGE = {
     "classes": list(range(1, 11)),

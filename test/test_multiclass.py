@@ -13,7 +13,7 @@ from helpers.grading import ROOT, run_cli, validate_metrics
 from test_multiclass_parity import EXPECTED, load_cases, make_phase, write_label_map, write_model
 
 from evaluation.errors import PhaseError
-from evaluation.metrics.confusion import ClassIndex, class_counts
+from evaluation.metrics.confusion import ClassIndex, class_counts, confusion_matrix, region_counts
 from evaluation.suites.multiclass.classwise import Summary, dice_iou, nanmean, zero_dice_ratios
 from evaluation.suites.multiclass.options import parse_classes, parse_members
 
@@ -25,11 +25,12 @@ EXAMPLE = ROOT / "examples" / "multiclass"
 
 
 def nnunet_counts(truth, pred, class_ids, ignore=None):
-    """nnU-Net's ``compute_tp_fp_fn_tn`` on the masks ``== c``, written out as it is defined."""
+    """nnU-Net's ``compute_tp_fp_fn_tn`` on the masks of ``region_or_label_to_mask`` (``== c``
+    for a label, the union of its labels for a region), written out as they are defined."""
     use = np.ones(truth.shape, bool) if ignore is None else truth != ignore
     rows = []
     for c in class_ids:
-        ref, prd = truth == c, pred == c
+        ref, prd = np.isin(truth, c), np.isin(pred, c)
         rows.append([np.sum(ref & prd & use), np.sum(~ref & prd & use), np.sum(ref & ~prd & use), np.sum(~ref & ~prd & use)])
     return np.array(rows).T
 
@@ -49,6 +50,21 @@ def test_counts_equal_nnunet_masks(dtype, ignore):
     counts = class_counts(truth, pred, ClassIndex(class_ids, ignore))
     got = np.stack([counts.tp, counts.fp, counts.fn, counts.tn])
     assert (got == nnunet_counts(truth, pred, class_ids, ignore)).all()
+
+
+@pytest.mark.parametrize("ignore", [None, 5])
+def test_region_counts_equal_nnunet_masks(ignore):
+    """A region counts the union of its labels in truth and prediction; a one-label region
+    counts as the label; labels outside the declared ones are no region's."""
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 7, size=(6, 31, 27)).astype(np.int16)
+    pred = rng.integers(0, 7, size=truth.shape).astype(np.int16)
+    labels = [0, 1, 2, 3, 4]  # 5 is ignored or 'other', 6 is 'other'
+    regions = [(1, 2, 3), (2, 3), (3,), 2, (0, 4), (4, 1)]
+    entries = [tuple(labels.index(m) for m in (r if isinstance(r, tuple) else (r,))) for r in regions]
+    counts = region_counts(confusion_matrix(truth, pred, ClassIndex(labels, ignore)), entries)
+    got = np.stack([counts.tp, counts.fp, counts.fn, counts.tn])
+    assert (got == nnunet_counts(truth, pred, [list(r) if isinstance(r, tuple) else r for r in regions], ignore)).all()
 
 
 def test_boolean_maps_and_chunking(monkeypatch):
@@ -134,6 +150,36 @@ def test_class_and_group_options():
         parse_members("bad", ["26-24"])
     with pytest.raises(PhaseError):
         parse_classes({"a": 1, "b": 1})
+    # regions: nnU-Net's tuples, the given order kept (the order its foreground_mean sums in)
+    assert parse_classes({"wt": [1, 2, 3], "tc": [2, 3], "et": [3]}) == (((1, 2, 3), (2, 3), (3,)), ("wt", "tc", "et"))
+    assert parse_classes([3, [2, 3], 1]) == ((3, (2, 3), 1), ("3", "(2, 3)", "1"))
+    with pytest.raises(PhaseError):
+        parse_classes({"a": [2, 3], "b": [2, 3]})
+
+
+def region_options(tmp_path, text: str):
+    from evaluation import phase as phases
+    from evaluation.suites.multiclass.options import Options
+
+    (tmp_path / "phase.yaml").write_text("suite: multiclass\n" + text)
+    return Options.from_phase(phases.load(tmp_path))
+
+
+def test_region_options(tmp_path):
+    options = region_options(tmp_path, "classes: {background: 0, kidney: [1, 2, 3], masses: [2, 3], tumor: 2}\n")
+    assert options.class_ids == (0, (1, 2, 3), (2, 3), 2) and options.labels == (0, 1, 2, 3)
+    assert options.entry_members() == ((0,), (1, 2, 3), (2, 3), (2,))
+    assert options.foreground.tolist() == [False, True, True, True]
+    assert options.columns() == ("class_0", "region_kidney", "region_masses", "class_2")
+    # classes without the background: its label is still known (no unknown-label failure)
+    assert region_options(tmp_path, "classes: [1, 2]\n").labels == (0, 1, 2)
+    for bad in (
+        "classes: {a: [1, 2], b: [3]}\ngroups: {g: [1]}\n",  # groups average labels, not regions
+        "classes: {a: [1, 4]}\nignore_index: 4\n",  # an ignored label inside a region
+        "classes: {a b: [1, 2], a-b: [3]}\n",  # one leaderboard column for two regions
+    ):
+        with pytest.raises(PhaseError):
+            region_options(tmp_path, bad)
 
 
 # --------------------------------------------------------------------------------------------

@@ -191,7 +191,7 @@ def test_panoptica_global_zero_tp_rules(tmp_path):
     assert plain["assd"] == plain["hd"] == 5.0 and plain["volume_difference"] == 0.0
     assert (pipeline["dice"], pipeline["iou"], pipeline["cldice"], pipeline["assd"]) == (0.0, 0.0, 0.0, math.inf)
     assert math.isnan(pipeline["volume_difference"])
-    assert pipeline["hd"] is pipeline["nsd_1"] is pipeline["centre_distance"] is None
+    assert pipeline["hd"] is pipeline["nsd_min_spacing"] is pipeline["centre_distance"] is None  # panoptica's default tolerance
     mixed = scored(panoptica_global=True, definitions={"distance": "metricsreloaded"})
     assert mixed["assd"] == mixed["hd"] == 5.0 and mixed["dice"] == 0.0
 

@@ -65,7 +65,7 @@ MATCHERS = {
     "panoptica/maxbipartite_iou0.25": ("panoptica", "optimal", 0.25),
     "metricsreloaded/greedy_matching_iou0.5": ("metricsreloaded", None, 0.5),
     "metricsreloaded/greedy_matching_iou0.25": ("metricsreloaded", None, 0.25),
-    "metricsreloaded/hungarian_iou0.5": ("metricsreloaded", "optimal_all_pairs", 0.5),
+    "metricsreloaded/hungarian_iou0.5": ("metricsreloaded", "hungarian", 0.5),  # its own name for optimal_all_pairs
     "metricsreloaded/hungarian_iou0.25": ("metricsreloaded", "optimal_all_pairs", 0.25),
     "monai/iou0.5": ("monai", None, 0.5),
     "monai/iou0.25": ("monai", None, 0.25),
@@ -346,11 +346,12 @@ def test_metricsreloaded_multiclass(run, case):
 # MONAI's aggregate() of one case: the suite's 'monai' nan policy
 
 
+@pytest.mark.parametrize("policy", [{}, {"nan_policy": "monai"}])
 @pytest.mark.parametrize("case", SEMANTIC)
-def test_monai_aggregate_of_one_case(case, tmp_path):
+def test_monai_aggregate_of_one_case(case, policy, tmp_path):
     """``aggregate()`` of one case (mean without nan; 0 when nothing is left): the suite's
-    ``nan_policy: monai``, on the case scored in this process (metrics.json cannot tell nan
-    from infinity, which MONAI's mean keeps)."""
+    ``nan_policy: monai``, which ``definition: monai`` implies, on the case scored in this
+    process (metrics.json cannot tell nan from infinity, which MONAI's mean keeps)."""
     from evaluation import phase as phases
     from evaluation.report import sanitize
     from evaluation.suites.segmentation import aggregate
@@ -370,7 +371,7 @@ def test_monai_aggregate_of_one_case(case, tmp_path):
                 "classes": [1, 2, 3, 4, 5],
                 "definition": "monai",
                 "metrics": ["dice", "iou", "hd", "hd_percentile", "assd"],
-                "nan_policy": "monai",
+                **policy,
             },
         )
     )

@@ -160,7 +160,9 @@ def test_instance_maps_are_one_class_with_matching(tmp_path):
 
 
 def test_deepmind_has_no_instance_evaluation(case_folders):
-    phase, submission, output = case_folders("classes: [1]\ndefinition: deepmind\ninstance_metrics: [detection]\n")
+    phase, submission, output = case_folders(
+        "classes: [1]\nmetrics: [dice]\ndefinition: deepmind\ninstance_metrics: [detection]\n"
+    )
     done = run_cli(submission, phase, output)
     assert done.code != 0 and "no instance evaluation" in done.stdout  # the organizer's cause, in the log
 

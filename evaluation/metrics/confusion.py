@@ -117,3 +117,19 @@ def class_counts(truth: np.ndarray, pred: np.ndarray, index: ClassIndex) -> Clas
     fn = cm.sum(axis=1)[:k] - tp
     tn = cm.sum() - tp - fp - fn
     return ClassCounts(tp=tp, fp=fp, fn=fn, tn=tn)
+
+
+def region_counts(cm: np.ndarray, regions) -> ClassCounts:
+    """tp, fp, fn, tn of every region (a sequence of class positions in the confusion matrix
+    ``cm``, rows truth, columns prediction), as nnU-Net's ``compute_tp_fp_fn_tn`` of the masks
+    of ``region_or_label_to_mask``: the union of the region's labels in truth and prediction.
+    A one-label region counts exactly as ``class_counts`` does."""
+    total = int(cm.sum())
+    columns, rows = cm.sum(axis=0), cm.sum(axis=1)
+    found = np.zeros((4, len(regions)), np.int64)
+    for j, region in enumerate(regions):
+        region = np.asarray(region, np.intp)
+        tp = int(cm[np.ix_(region, region)].sum())
+        fp, fn = int(columns[region].sum()) - tp, int(rows[region].sum()) - tp
+        found[:, j] = tp, fp, fn, total - tp - fp - fn
+    return ClassCounts(*found)

@@ -23,6 +23,7 @@ contains its first voxel (the component lies wholly inside its box, so nothing o
 can change it). A crop that fits in one tile keeps its arrays and never reads twice.
 """
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -616,8 +617,14 @@ class Instances:
 
     @classmethod
     def scan(cls, pred, truth, voxel_size) -> "Instances":
-        """One pass over ``truth`` and ``pred`` (volumes, or arrays) in tiles."""
+        """One pass over ``truth`` and ``pred`` (volumes, or arrays) in tiles. A 2-D crop is
+        scanned as one plane of a 3-D volume (``volumes.Planar``) with its in-plane voxel size
+        (the reference's ``vs[-ndim:]``); its cap stays the reference's ``compute_max_distance``
+        of the 2-D shape and the voxel size as given (``zip`` pairs them from the first axis)."""
         truth, pred = volumes.as_volume(truth), volumes.as_volume(pred)
+        if len(truth.shape) == 2:
+            planes = cls.scan(volumes.Planar(pred), volumes.Planar(truth), (1.0, *tuple(voxel_size)[-2:]))
+            return dataclasses.replace(planes, cap=max_distance(voxel_size, truth.shape))
         boxes = list(volumes.tiles(truth.shape, getattr(truth, "chunks", None), volumes.TILE_VOXELS, split_x=False))
         for special in (False, True):
             scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False

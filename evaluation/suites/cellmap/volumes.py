@@ -10,6 +10,7 @@ not grow with the crop (issue 14: a 1000^3 crop is 8 GB as uint64).
   offset and the centre pad/crop of ``utils/matched_crop.py`` ``MatchedCrop.load_aligned``);
 - ``Masked``: ``volume * mask`` region by region, the very expression ``scoring.py``
   ``score_label`` applies to whole arrays, so values and dtypes are the same;
+- ``Planar``: a 2-D crop seen as a 3-D volume of one plane (the instance pass is 3-D);
 - ``tiles``: the crop cut into boxes aligned to the truth's chunks, in raster order, each of at
   most a given number of voxels: the unit of every streamed pass.
 
@@ -227,6 +228,28 @@ class Masked:
 
     def regions(self, box: Box) -> list[Box]:
         return regions(self.volume, box)
+
+
+class Planar:
+    """A 2-D volume seen as a 3-D one of a single plane. The instance pass works on 3-D blocks;
+    the reference calls ``cc3d.connected_components`` on the 2-D array itself, whose default
+    connectivity there (8) labels the plane as 26-connectivity labels a one-plane volume, and its
+    distances on a 2-D crop are in-plane (``distance.py`` ``compute_hausdorff_distance_roi``)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.shape, self.dtype = (1, *inner.shape), inner.dtype
+        chunks = getattr(inner, "chunks", None)
+        self.chunks = None if chunks is None else (1, *chunks)
+
+    def read(self, box: Box, reuse: bool = False) -> np.ndarray:
+        return _read(self.inner, box[1:], reuse)[None]
+
+    def stored(self, box: Box) -> bool:
+        return is_stored(self.inner, box[1:])
+
+    def regions(self, box: Box) -> list[Box]:
+        return [(box[0], *found) for found in regions(self.inner, box[1:])]
 
 
 def _read(volume, box: Box, reuse: bool) -> np.ndarray:

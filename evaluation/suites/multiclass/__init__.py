@@ -47,11 +47,12 @@ class Multiclass(Suite):
         context: inputs.Context = plan.context
         models = {model: aggregate.model_result(context.options, info, outcomes) for model, info in context.layout.items()}
         result = aggregate.result(context, models)
-        text = report.render(
-            context.options,
-            {m: r.summary for m, r in models.items()},
-            context.baseline if context.multi else None,
-            context.layout,
-        )
-        result.files.update({"report.txt": text, "report.html": report.as_html(text)})
+        if phase.option("report"):  # report: false renders nothing (summary.json stays)
+            text = report.render(
+                context.options,
+                {m: r.summary for m, r in models.items()},
+                context.baseline if context.multi else None,
+                context.layout,
+            )
+            result.files.update({"report.txt": text, "report.html": report.as_html(text)})
         return result

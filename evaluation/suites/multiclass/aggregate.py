@@ -15,7 +15,7 @@ import numpy as np
 from evaluation.contract import Outcome, Result
 from evaluation.suites.multiclass.classwise import Summary
 from evaluation.suites.multiclass.inputs import Context, ModelLayout, json_key
-from evaluation.suites.multiclass.options import Options
+from evaluation.suites.multiclass.options import Options, entry_key
 from evaluation.suites.multiclass.scoring import COUNT_KEYS
 
 REFERENCE = {
@@ -38,7 +38,7 @@ class ModelResult:
 
 
 def per_class(options: Options, values) -> dict[str, object]:
-    return {str(c): v for c, v in zip(options.class_ids, values)}
+    return {entry_key(c): v for c, v in zip(options.class_ids, values)}
 
 
 def nnunet_case_metrics(options: Options, summary: Summary) -> list[dict]:
@@ -55,7 +55,7 @@ def nnunet_case_metrics(options: Options, summary: Summary) -> list[dict]:
     }
     rows = {key: values.tolist() for key, values in columns.items()}
     return [
-        {str(c): {key: rows[key][i][j] for key in columns} for j, c in enumerate(options.class_ids)}
+        {entry_key(c): {key: rows[key][i][j] for key in columns} for j, c in enumerate(options.class_ids)}
         for i in range(summary.n_images)
     ]
 
@@ -65,7 +65,7 @@ def case_entries(options: Options, summary: Summary, cases: list[str], files: di
     mean foreground Dice. The counts live in ``summary.json``: metrics.json is validated
     value by value, and 400 cases x 70 classes x 8 entries take the validator minutes."""
     dice, iou, mean = summary.dice.tolist(), summary.iou.tolist(), summary.image_fg_dice().tolist()
-    ids = [str(c) for c in options.class_ids]
+    ids = [entry_key(c) for c in options.class_ids]
     return {
         json_key(case): {
             "Dice": dict(zip(ids, dice[i])),
@@ -81,7 +81,7 @@ def case_entries(options: Options, summary: Summary, cases: list[str], files: di
 def aggregates(options: Options, summary: Summary, n_missing: int, n_failed: int) -> dict:
     means = summary.counts_mean()
     mean = {
-        str(c): {"Dice": d, "IoU": u, **{k: v[j] for k, v in means.items()}}
+        entry_key(c): {"Dice": d, "IoU": u, **{k: v[j] for k, v in means.items()}}
         for j, (c, d, u) in enumerate(zip(options.class_ids, summary.class_dice, summary.class_iou))
     }
     fg = summary.foreground
@@ -108,7 +108,7 @@ def aggregates(options: Options, summary: Summary, n_missing: int, n_failed: int
         "n_truth_images_per_class": per_class(options, summary.n_in_truth.tolist()),
         "pooled": {
             "per_class": {
-                str(c): {"Dice": d, "IoU": u} for c, d, u in zip(options.class_ids, summary.pooled_dice, summary.pooled_iou)
+                entry_key(c): {"Dice": d, "IoU": u} for c, d, u in zip(options.class_ids, summary.pooled_dice, summary.pooled_iou)
             },
             HEADLINE: summary.pooled_fg_dice,
             "mean_iou_fg_nanmean": summary.pooled_fg_iou,
@@ -148,14 +148,14 @@ def nnunet_summary(per_case: list[dict], cases: list[str], files: dict, aggregat
     return {"foreground_mean": aggregate["foreground_mean"], "mean": aggregate["mean"], "metric_per_case": entries}
 
 
-def leaderboard_columns(aggregate: dict, prefix: str = "") -> dict[str, float]:
+def leaderboard_columns(options: Options, aggregate: dict, prefix: str = "") -> dict[str, float]:
     columns = {
         HEADLINE: aggregate[HEADLINE],
         "mean_iou_fg_nanmean": aggregate["mean_iou_fg_nanmean"],
         "pooled_mean_dice_fg_nanmean": aggregate["pooled"][HEADLINE],
     }
     columns.update({f"group_{name}_Dice": row["Dice"] for name, row in aggregate["groups"].items()})
-    columns.update({f"class_{c}_Dice": entry["Dice"] for c, entry in aggregate["mean"].items()})
+    columns.update({f"{column}_Dice": entry["Dice"] for column, entry in zip(options.columns(), aggregate["mean"].values())})
     return {prefix + key: float(v) for key, v in columns.items() if v is not None and np.isfinite(v)}
 
 
@@ -203,7 +203,7 @@ def result(context: Context, models: dict[str, ModelResult]) -> Result:
     if not context.multi:
         (ranked,) = models
         metrics = {"case": models[ranked].cases, "aggregates": {**models[ranked].aggregates, **shared}, "reference": reference}
-        board = leaderboard_columns(models[ranked].aggregates)
+        board = leaderboard_columns(options, models[ranked].aggregates)
         files = {"summary.json": models[ranked].nnunet}
     else:
         base = models[context.baseline].summary
@@ -223,9 +223,9 @@ def result(context: Context, models: dict[str, ModelResult]) -> Result:
             },
             "reference": reference,
         }
-        board = leaderboard_columns(models[ranked].aggregates)
+        board = leaderboard_columns(options, models[ranked].aggregates)
         for m, r in models.items():
-            board.update(leaderboard_columns(r.aggregates, prefix=f"{m}_"))
+            board.update(leaderboard_columns(options, r.aggregates, prefix=f"{m}_"))
         files = {f"summary_{m}.json": r.nnunet for m, r in models.items()}
     image_scores = models[ranked].summary.image_fg_dice()
     case_scores = {json_key(c): float(v) for c, v in zip(models[ranked].names, image_scores) if np.isfinite(v)}

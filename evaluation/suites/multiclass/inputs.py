@@ -45,7 +45,8 @@ class Batch(Payload):
     """The cases one worker scores, with the settings ``scoring.score_case`` needs."""
 
     cases: tuple[Case, ...]
-    class_ids: tuple[int, ...]
+    labels: tuple[int, ...]  # every declared label value (options.labels)
+    entries: tuple[tuple[int, ...], ...]  # per scored label or region, its positions in ``labels``
     ignore_index: int | None
     background: int | None
     unknown_labels: str
@@ -53,8 +54,8 @@ class Batch(Payload):
 
 @dataclass(frozen=True)
 class ModelLayout:
-    """One model's cases: scored (sorted), their prediction files (relative to the
-    submission), how many have no prediction, and the task that scores each."""
+    """One model's cases: scored (in nnU-Net's order, ``nnunet_order``), their prediction files
+    (relative to the submission), how many have no prediction, and the task that scores each."""
 
     cases: list[str]
     files: dict[str, str | None]
@@ -151,6 +152,20 @@ def match_cases(model: str, submitted: dict[str, Path], truth: dict[str, Path], 
     return sorted(truth) if policy == "empty" else sorted(submitted)
 
 
+def nnunet_order(cases: list[str], submitted: dict[str, Path], truth: dict[str, Path]) -> list[str]:
+    """The cases in nnU-Net's order: ``compute_metrics_on_folder`` lists the prediction folder
+    with ``subfiles(..., join=False)``, which sorts the file names, and sums every mean in that
+    order. File names do not sort as case names do ('p1-b.nii.gz' before 'p1.nii.gz', as '-'
+    comes before '.'), and a sum in another order can differ in the last bit. The name is the
+    case's with its file's format suffix (on Grand-Challenge, files are named by the platform);
+    a case scored as empty (``missing_cases: empty``) takes its truth file's suffix."""
+
+    def file_name(case: str) -> str:
+        return case + images.suffix(submitted[case] if case in submitted else truth[case])
+
+    return sorted(cases, key=lambda c: (file_name(c), c))
+
+
 def batch_size(n_cases: int, workers: int) -> int:
     """Cases per task. A task is a forked worker process, which costs tens of milliseconds
     on a busy machine while a 2D case scores in a few: cases are batched, about four
@@ -181,7 +196,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     size = batch_size(len(truth) * len(models), resources.workers)
     tasks, layout = [], {}
     for model, submitted in sorted(models.items()):
-        cases = match_cases(model, submitted, truth, options.missing_cases, multi)
+        cases = nnunet_order(match_cases(model, submitted, truth, options.missing_cases, multi), submitted, truth)
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
         keys = {}
         for start in range(0, len(cases), size):
@@ -193,7 +208,8 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
             )
             payload = Batch(
                 cases=items,
-                class_ids=options.class_ids,
+                labels=options.labels,
+                entries=options.entry_members(),
                 ignore_index=options.ignore_index,
                 background=options.background,
                 unknown_labels=options.unknown_labels,

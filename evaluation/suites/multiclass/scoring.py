@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.metrics.confusion import ClassIndex, class_counts
+from evaluation.metrics.confusion import ClassIndex, confusion_matrix, region_counts
 from evaluation.readers import images
 from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
 
@@ -61,8 +61,9 @@ def without_png_geometry(volume: images.Volume, path: str) -> images.Volume:
 
 
 def score_case(batch: Batch, item: Case) -> dict:
-    """The case's counts per class, as lists in class order (keys ``COUNT_KEYS``)."""
-    index = ClassIndex(batch.class_ids, batch.ignore_index)
+    """The case's counts per label or region, as lists in entry order (keys ``COUNT_KEYS``):
+    one confusion matrix of the declared labels, each entry's counts read off it."""
+    index = ClassIndex(batch.labels, batch.ignore_index)
     try:
         truth_volume = images.read(Path(item.truth), display=TRUTH, trusted=True)
     except SubmissionError as exc:
@@ -79,7 +80,7 @@ def score_case(batch: Batch, item: Case) -> dict:
         pred = as_labels(volume, item.display)
         if batch.unknown_labels == "reject":
             refuse_unknown_labels(pred, index, item.display)
-    counts = class_counts(truth, pred, index)
+    counts = region_counts(confusion_matrix(truth, pred, index), batch.entries)
     return {key: getattr(counts, key.lower()).tolist() for key in COUNT_KEYS}
 
 

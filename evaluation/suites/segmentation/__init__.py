@@ -18,7 +18,7 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, report
+from evaluation.suites.segmentation import aggregate, provenance, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
 from evaluation.suites.segmentation.scoring import score_case
@@ -64,6 +64,7 @@ def warm_up_every_definition() -> None:
             "definitions": {"instances": "panoptica"} if library == "deepmind" else {},
             "metrics": schema["metrics"]["items"]["enum"],
             "instance_metrics": schema["instance_metrics"]["items"]["enum"],
+            "nsd_tolerances": [1.0],  # MONAI and DeepMind have no default
         }
         warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
 
@@ -153,12 +154,11 @@ class Segmentation(Suite):
                     "higher_is_better": higher_is_better(options.ranking),
                 },
             },
-            "reference": {"definitions": options.definitions, "libraries": REFERENCE},
+            "reference": {**provenance.reference(options), "libraries": REFERENCE},
         }
-        out = {
-            "cases.csv": report.cases_csv(options, scored, keys),
-            "report.html": report.html_report(options, scored, failed, summary, keys, score),
-        }
+        out = {"cases.csv": report.cases_csv(options, scored, keys)}
+        if phase.option("report"):  # report: false renders nothing
+            out["report.html"] = report.html_report(options, scored, failed, summary, keys, score)
         if options.instance_evaluation:
             from evaluation.suites.segmentation import instance_detail  # issue 23: lesion-level detail
 

@@ -9,7 +9,7 @@ matched and counted (instances).
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
@@ -128,14 +128,15 @@ class Options:
         # ---- end issue 23 ----
         instances_input = phase.option("input") == "instances"
         chosen = dict(phase.option("definitions"))
+        definitions = {family: chosen.get(family, phase.option("definition")) for family in FAMILIES}
         options = cls(
             truth=phase.option("truth"),
             instances_input=instances_input,
             classes=mode_classes(mode) if mode else parse_classes(phase.option("classes"), instances_input),
             metrics=tuple(phase.option("metrics")),
-            definitions={family: chosen.get(family, phase.option("definition")) for family in FAMILIES},
+            definitions=definitions,
             percentiles=tuple(float(p) for p in phase.option("percentiles")),
-            nsd_tolerances=tuple(t if isinstance(t, str) else float(t) for t in phase.option("nsd_tolerances")),
+            nsd_tolerances=nsd_tolerances(phase, definitions),
             fbeta=tuple(float(b) for b in phase.option("fbeta")),
             boundary_iou_distances=tuple(float(d) for d in phase.option("boundary_iou_distances")),
             monai_subvoxels=phase.option("monai_subvoxels"),
@@ -145,13 +146,13 @@ class Options:
             empty_masks=phase.option("empty_masks"),
             empty_values=dict(phase.option("empty_values")),
             instance_metrics=tuple(phase.option("instance_metrics")),
-            matching=phase.option("matching"),
+            matching=matching(phase.option("matching"), definitions["instances"]),
             match_threshold=float(phase.option("match_threshold")),
             match_rule=phase.option("match_rule"),
             connectivity=phase.option("connectivity"),
             instance_spacing=phase.option("instance_spacing"),
             statistics=tuple(phase.option("statistics")),
-            nan_policy=phase.option("nan_policy"),
+            nan_policy=nan_policy(phase.option("nan_policy"), phase.option("definition")),
             ranking=phase.option("ranking") or "",
             ranking_statistic=phase.option("ranking_statistic"),
             missing_cases=phase.option("missing_cases"),
@@ -169,6 +170,15 @@ class Options:
     @property
     def instance_evaluation(self) -> bool:
         return bool(self.instance_metrics)
+
+    @property
+    def instance_units(self) -> str:
+        """``voxel`` or ``header``: the spacing of the per-instance distances. By definition,
+        MetricsReloaded's per-instance measures drop it (``MixedLocSegPairwiseMeasure`` builds
+        ``BinaryPairwiseMeasures`` without ``pixdim``); panoptica's and MONAI's keep it."""
+        if self.instance_spacing != "definition":
+            return self.instance_spacing
+        return "voxel" if self.definition("instances") == "metricsreloaded" else "header"
 
     @property
     def label_ids(self) -> tuple[int, ...]:
@@ -201,6 +211,7 @@ class Options:
             )
 
     def validate(self) -> None:
+        refuse_colliding_keys(self)
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
             raise PhaseError("phase.yaml: two classes have the same name")
@@ -213,6 +224,88 @@ class Options:
         unknown = sorted(set(self.empty_values) - set(FAMILY) - set(SUMMARIES))
         if unknown:
             raise PhaseError(f"phase.yaml: empty_values names unknown metrics {unknown}")
+
+
+# The options whose entries become part of a key, and the metric whose keys they make.
+NUMBERED = {"percentiles": "hd_percentile", "nsd_tolerances": "nsd", "fbeta": "fbeta", "boundary_iou_distances": "boundary_iou"}
+
+
+def refuse_colliding_keys(options: Options) -> None:
+    """Two values that write the same key (a key holds a number to 6 significant digits:
+    ``nsd_tolerances: [0.7, 0.7000001]`` both write ``nsd_0p7``) would silently keep one
+    result for both: refused, naming the values."""
+    for option, metric in NUMBERED.items():
+        seen = {}
+        for value in getattr(options, option):
+            key = metric_keys(metric, replace(options, **{option: (value,)}))[0]
+            if key in seen:
+                raise PhaseError(
+                    f"phase.yaml: {option} {seen[key]!r} and {value!r} both give the key {key!r} "
+                    "(keys hold numbers to 6 significant digits); give values that differ there"
+                )
+            seen[key] = value
+    keys = options.keys()
+    if len(set(keys)) != len(keys):
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise PhaseError(f"phase.yaml: the metrics give the key(s) {twice} twice")
+
+
+# NSD's default tolerance where the library has one: panoptica min(voxelspacing)
+# (metrics/normalized_surface_dice.py: _compute_normalized_surface_dice), MetricsReloaded 1
+# (metrics/pairwise_measures.py: normalised_surface_distance, dict_args "nsd"). MONAI's
+# SurfaceDiceMetric requires class_thresholds, DeepMind's compute_surface_dice_at_tolerance a
+# tolerance_mm: no default, so a phase must give one.
+LIBRARY_TOLERANCE = {"panoptica": "min_spacing", "metricsreloaded": 1.0}
+LIBRARY_NAME = {"monai": "MONAI's SurfaceDiceMetric", "deepmind": "DeepMind's compute_surface_dice_at_tolerance"}
+
+
+def nsd_tolerances(phase: Phase, definitions: dict) -> tuple:
+    """``nsd_tolerances`` as given, or (``definition``) the default of each library that
+    measures an NSD in this phase: the distance family's for ``nsd``/``surface_overlap``, the
+    instance family's for an instance ``nsd``; refused where that library has none."""
+    value = phase.option("nsd_tolerances")
+    if value != "definition":
+        return tuple(t if isinstance(t, str) else float(t) for t in value)
+    families = ["distance"] if {"nsd", "surface_overlap"} & set(phase.option("metrics")) else []
+    families += ["instances"] if "nsd" in phase.option("instance_metrics") else []
+    found = []
+    for family in families:
+        library = definitions[family]
+        if library not in LIBRARY_TOLERANCE:
+            raise PhaseError(
+                f"phase.yaml: {LIBRARY_NAME.get(library, library)} has no default NSD tolerance ({family} follows "
+                f"{library}): set nsd_tolerances, in the units of the spacing (e.g. [1.0] for 1 mm)"
+            )
+        found.append(LIBRARY_TOLERANCE[library])
+    return tuple(dict.fromkeys(found))
+
+
+# MetricsReloaded's names of its assignments (AssignmentMapping: "greedy_matching",
+# "hungarian"), accepted where the instances follow MetricsReloaded.
+LIBRARY_MATCHING = {"metricsreloaded": {"greedy_matching": "greedy_lowest_first", "hungarian": "optimal_all_pairs"}}
+
+
+def matching(value: str, instances: str) -> str:
+    """``matching``, a library's own name resolved to the suite's (``hungarian`` under
+    MetricsReloaded is ``optimal_all_pairs``: its maximum-total-IoU assignment, pairs above
+    the threshold kept). Elsewhere such a name is ambiguous and refused."""
+    for library, names in LIBRARY_MATCHING.items():
+        if value in names:
+            if instances != library:
+                raise PhaseError(
+                    f"phase.yaml: matching {value!r} is {library}'s name, but the instances follow {instances}; "
+                    f"use {names[value]!r} (what it means in {library}) or set definitions.instances: {library}"
+                )
+            return names[value]
+    return value
+
+
+def nan_policy(value: str, definition: str) -> str:
+    """``definition``: MONAI's ``aggregate()`` (``monai``) when the phase's definition is MONAI,
+    else undefined values left out (``ignore``)."""
+    if value != "definition":
+        return value
+    return "monai" if definition == "monai" else "ignore"
 
 
 def metric_keys(metric: str, options: Options) -> list[str]:

@@ -56,7 +56,9 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
         f"<h1>Segmentation evaluation</h1><p>{len(scored)} case(s) scored, {len(failed)} failed. Ranking: "
         f"{html.escape(options.ranking)} ({options.ranking_statistic} over cases, mean over classes) = {_number(score)}"
         " (negated for distances).</p>",
-        "<p>Definitions: " + ", ".join(f"{html.escape(f)}: {html.escape(d)}" for f, d in options.definitions.items()) + "</p>",
+        "<p>Definitions chosen: "
+        + ", ".join(f"{html.escape(f)}: {html.escape(d)}" for f, d in options.definitions.items())
+        + " (the source of every value: metrics.json reference.definitions)</p>",
     ]
     header = ["class", "key", *options.statistics, "n", "undefined"]
     body = [

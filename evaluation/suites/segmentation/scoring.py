@@ -182,7 +182,4 @@ def _full_connectivity(options: Options, ndim: int) -> bool:
 
 
 def _instance_spacing(options: Options, spacing) -> tuple[float, ...]:
-    choice = options.instance_spacing
-    if choice == "definition":
-        choice = "voxel" if options.definition("instances") == "metricsreloaded" else "header"
-    return (1.0,) * len(spacing) if choice == "voxel" else tuple(spacing)
+    return (1.0,) * len(spacing) if options.instance_units == "voxel" else tuple(spacing)

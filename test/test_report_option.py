@@ -1,0 +1,59 @@
+"""``report: false`` (an option of every phase): no rendered report (report.html, report.txt,
+PNG plots) is made, whatever the suite; metrics.json, the CSV tables and the reference's own
+result files are the same as with the report."""
+
+import json
+import shutil
+
+import pytest
+from helpers.grading import ROOT, run_cli
+from test_fisbe_parity import make_phase as fisbe_phase
+from test_segmentation_suite import case_folders  # noqa: F401 (a fixture)
+
+MULTICLASS = ROOT / "examples" / "multiclass"
+ANNOTATORS = ROOT / "examples" / "annotators"
+RENDERED = {"report.html", "report.txt", "plots"}
+
+
+def without_report(phase, tmp_path):
+    """A copy of ``phase`` with ``report: false`` added."""
+    copy = tmp_path / "phase_off"
+    shutil.copytree(phase, copy)
+    (copy / "phase.yaml").write_text((copy / "phase.yaml").read_text() + "\nreport: false\n")
+    return copy
+
+
+def assert_only_the_rendered_files_go(submission, phase, tmp_path, rendered: set[str]) -> None:
+    """Graded with the default and with ``report: false``: the second writes every file of the
+    first but ``rendered``, each with the same content, and the same metrics.json."""
+    on = run_cli(submission, phase, tmp_path / "on")
+    off = run_cli(submission, without_report(phase, tmp_path), tmp_path / "off")
+    assert on.code == 0 and off.code == 0, (on.stderr[-1500:], off.stderr[-1500:])
+    files_on, files_off = ({p.name for p in run.output.iterdir()} for run in (on, off))
+    assert rendered <= files_on and files_off == files_on - rendered
+    for name in sorted(files_off - {"plots", "metrics.json"}):
+        first, second = ((run.output / name).read_text() for run in (on, off))
+        assert (json.loads(first) == json.loads(second)) if name.endswith(".json") else first == second, name
+    assert (on.metrics["aggregates"], on.metrics.get("case")) == (off.metrics["aggregates"], off.metrics.get("case"))
+
+
+def test_multiclass(tmp_path):
+    assert_only_the_rendered_files_go(MULTICLASS / "submission", MULTICLASS / "phase", tmp_path, {"report.txt", "report.html"})
+
+
+def test_segmentation(case_folders, tmp_path):  # noqa: F811
+    phase, submission, _ = case_folders("classes: [1, 2, 3]\nmetrics: [dice, hd]\ninstance_metrics: [detection]\n")
+    assert_only_the_rendered_files_go(submission, phase, tmp_path, {"report.html"})
+
+
+@pytest.mark.slow
+def test_annotators(tmp_path):
+    assert_only_the_rendered_files_go(ANNOTATORS / "submission", ANNOTATORS / "phase", tmp_path, {"report.html", "plots"})
+
+
+@pytest.mark.slow
+def test_suites_without_a_rendered_report_accept_it(cellmap_phase, tmp_path):
+    phase, submission = cellmap_phase("a_perfect_instance")
+    assert_only_the_rendered_files_go(submission, phase, tmp_path / "cellmap", set())
+    phase, submission = fisbe_phase(tmp_path / "fisbe", "h_perturbed")
+    assert_only_the_rendered_files_go(submission, phase, tmp_path / "fisbe", set())
