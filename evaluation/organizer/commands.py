@@ -81,7 +81,8 @@ def _rescore(args) -> int:
 
 
 def _rank(args) -> int:
-    from evaluation.organizer import ranking, ranking_report
+    from evaluation.organizer import ranking
+    from evaluation.organizer.ranking import uncertainty_report as ranking_report
 
     scores = ranking.load(args.inputs, null_as=args.null_as)
     result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)

@@ -1,0 +1,273 @@
+"""R's numerics, to the last bit, where challengeR's numbers depend on them.
+
+challengeR (wiesenfa/challengeR 1.0.5) aggregates with R's ``mean`` and ``median``, ranks with
+``rank``, tests with ``wilcox.test`` and adjusts with ``p.adjust``; its Kendall's tau is
+``cor(method = "kendall")`` and its consensus sums incidences with ``rowSums``/``colSums``.
+Numbers that tie in R must tie here, and the other way round, or places change. So:
+
+- **mean**: R 4.2's ``real_mean`` (``src/main/summary.c``) sums in ``long double`` (80-bit on
+  x86-64: 64-bit significand), divides, then adds the mean of the residuals (a second pass,
+  also in ``long double``) and narrows once. numpy's ``longdouble`` is the same type on the
+  same platform, and ``cumsum`` adds strictly left to right, so ``r_mean`` gives R's bits for
+  the same values **in the same order** (``mean(c(1e16, 1, -1e16))`` is 0.33365885416666669
+  in R, 0 in numpy). The order is the one challengeR sums in: cases sorted by id, a case drawn
+  k times in a bootstrap sample k times in a row. R >= 4.3 adds an overflow fallback that
+  only matters for sums beyond the double range. Where ``longdouble`` is plain double
+  (Windows, macOS on ARM) R's ``long double`` is too.
+- **median**: R's: the middle value, or ``mean`` of the two middle values.
+- **ranks**: challengeR's ``rankNA2``: ties "min" or "average", NA after the others.
+- **p-values**: ``wilcox.test(paired = TRUE, exact = FALSE, correct = TRUE)``: the normal
+  approximation with continuity and tie corrections, in the same double operations as R;
+  the normal tail is scipy's (``ndtr``), not R's ``pnorm`` (Cody's algorithm): the two agree
+  to a few units in the last place (the tests bound the difference), which changes no
+  decision unless an adjusted p-value lies within that distance of alpha.
+- **p.adjust**: every method of R's ``stats::p.adjust`` from its definition (Holm 1979,
+  Hochberg 1988, Hommel 1988 as computed by Wright 1992, Bonferroni, Benjamini-Hochberg
+  1995, Benjamini-Yekutieli 2001), with R's operation order.
+"""
+
+import numpy as np
+from scipy import special
+
+LONG = np.longdouble
+TIES = ("min", "average")
+P_ADJUST = ("none", "holm", "hochberg", "hommel", "bonferroni", "BH", "BY", "fdr")
+
+
+def r_mean(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
+    """R's ``mean`` along the last axis, over the ``present`` entries (all by default).
+
+    Absent entries add exact zeros to both passes, which leaves a left-to-right sum
+    unchanged, so one vectorised pass handles rows of different lengths. A row with nothing
+    present is NaN (R's ``mean(numeric(0))``)."""
+    values = np.asarray(values, dtype=np.float64)
+    if present is None:
+        present = np.ones(values.shape, dtype=bool)
+    count = present.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = np.cumsum(np.where(present, values, 0.0).astype(LONG), axis=-1)[..., -1] if values.shape[-1] else LONG(0)
+        mean = total / count
+        residual = np.where(present, values - mean[..., None], LONG(0))
+        corrected = mean + np.cumsum(residual, axis=-1)[..., -1] / count if values.shape[-1] else mean
+        finite = np.isfinite(mean.astype(np.float64))
+    return np.where(finite, corrected, mean).astype(np.float64)
+
+
+def r_median(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
+    """R's ``median`` along the last axis over the ``present`` entries: the middle value, or
+    R's ``mean`` of the two middle ones. Absent entries sort last (as +inf would not: a
+    real +Inf must stay a value), so they are keyed out before sorting."""
+    values = np.asarray(values, dtype=np.float64)
+    if present is None:
+        present = np.ones(values.shape, dtype=bool)
+    count = present.sum(axis=-1)
+    order = np.lexsort((values, ~present), axis=-1)
+    ordered = np.take_along_axis(values, order, axis=-1)
+    half = np.maximum(count - 1, 0) // 2
+    low = np.take_along_axis(ordered, half[..., None], axis=-1)[..., 0]
+    high = np.take_along_axis(ordered, np.minimum(half + 1, max(values.shape[-1] - 1, 0))[..., None], axis=-1)[..., 0]
+    pair = r_mean(np.stack([low, high], axis=-1))
+    return np.where(count == 0, np.nan, np.where(count % 2 == 1, low, pair))
+
+
+def r_sum(values: np.ndarray) -> np.ndarray:
+    """R's ``sum``/``rowSums`` of doubles along the last axis: accumulated in long double."""
+    return np.cumsum(np.asarray(values, dtype=np.float64).astype(LONG), axis=-1)[..., -1].astype(np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Ranks
+
+
+def better_and_equal(values: np.ndarray, present: np.ndarray, higher_is_better: bool) -> tuple[np.ndarray, ...]:
+    """Per column of ``values`` (rows = algorithms): for every present, non-NA entry, how many
+    present non-NA entries are strictly better (``better``) and equal to it, itself included
+    (``equal``); and how many present entries are NA (NaN) in each column. Everything a rank
+    with ties "min" or "average" needs, with any multiplicity (``ranks``)."""
+    key = np.where(present & ~np.isnan(values), -values if higher_is_better else values, np.nan)
+    order = np.argsort(key, axis=0, kind="stable")
+    ordered = np.take_along_axis(key, order, axis=0)
+    rows = values.shape[0]
+    index = np.arange(rows)[:, None]
+    starts = np.ones(ordered.shape, dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    ends = np.ones(ordered.shape, dtype=bool)
+    ends[:-1] = starts[1:]
+    first = np.maximum.accumulate(np.where(starts, index, 0), axis=0)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, index, rows), axis=0), axis=0), axis=0)
+    better, equal = np.empty_like(first), np.empty_like(first)
+    np.put_along_axis(better, order, first, axis=0)
+    np.put_along_axis(equal, order, last - first + 1, axis=0)
+    missing = (present & np.isnan(values)).sum(axis=0)
+    return better, equal, missing
+
+
+def ranks(values: np.ndarray, present: np.ndarray, ties: str, higher_is_better: bool, copies=1) -> np.ndarray:
+    """challengeR's ``rankNA2`` down each column, each present row taken ``copies`` times
+    (a scalar or one number per column: a case drawn k times in a bootstrap sample is one
+    group of k rows per algorithm, ``Rank.list`` in challengeR's ``Rank.R``).
+
+    "min": 1 + k * (number better); "average": k * better + (k * equal + 1) / 2 (R's
+    ``rank``); NA rows after the others: the highest rank given plus 1 ("min") or plus the
+    mean of 1..(k * number of NA) ("average"). Absent rows get NaN (they are not ranked)."""
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES}")
+    better, equal, missing = better_and_equal(values, present, higher_is_better)
+    k = np.broadcast_to(np.asarray(copies, dtype=np.float64), (values.shape[1],))
+    valid = present & ~np.isnan(values)
+    rank = np.where(valid, 1 + k * better if ties == "min" else k * better + (k * equal + 1) / 2, np.nan)
+    highest = np.where(valid.any(axis=0), np.nanmax(np.where(valid, rank, -np.inf), axis=0), 0.0)
+    na_rank = highest + 1 if ties == "min" else highest + (k * missing + 1) / 2
+    return np.where(present & ~valid, na_rank[None, :], rank)
+
+
+def rank_vector(values: np.ndarray, ties: str, higher_is_better: bool) -> np.ndarray:
+    """``rankNA2`` of one vector (NaN = NA)."""
+    values = np.asarray(values, dtype=np.float64)[:, None]
+    return ranks(values, np.ones(values.shape, dtype=bool), ties, higher_is_better)[:, 0]
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """R's ``rank`` (ties "average", smaller first) of a vector without NA."""
+    return rank_vector(values, "average", higher_is_better=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Kendall's tau
+
+
+def kendall_tau(samples: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """R's ``cor(x, y, method = "kendall")`` (tau-b) of each column of ``samples`` with
+    ``reference``, in R's operations (``src/library/stats/src/cov.c``, ``cov_complete2``):
+    the sum of sign(dx) * sign(dy) over all ordered pairs, divided by the product of the
+    square roots of the counts of ordered pairs that differ; NaN when either has no
+    variation (R: NA with a warning)."""
+    samples = np.asarray(samples, dtype=np.float64)
+    if samples.ndim == 1:
+        return kendall_tau(samples[:, None], reference)[0]
+    reference = np.asarray(reference, dtype=np.float64)
+    i, j = np.triu_indices(samples.shape[0], k=1)
+    sx = np.sign(samples[j] - samples[i])
+    sy = np.sign(reference[j] - reference[i])[:, None]
+    concordance = 2 * (sx * sy).sum(axis=0)
+    spread_x = np.sqrt(2 * (sx != 0).sum(axis=0).astype(np.float64))
+    spread_y = np.sqrt(2 * (sy != 0).sum(axis=0).astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = np.where((spread_x == 0) | (spread_y == 0), np.nan, concordance / (spread_x * spread_y))
+    return np.minimum(tau, 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# The paired Wilcoxon signed-rank test, normal approximation
+
+
+class NoCommonCases(ValueError):
+    """Two algorithms share no case with a defined difference (R: 'not enough (non-missing)
+    'x' observations')."""
+
+    def __init__(self, pair: int):
+        super().__init__(pair)
+        self.pair = pair
+
+
+def signed_rank_z(differences: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each row of paired differences: (V - n(n+1)/4, the same for the negated
+    differences, sigma), as ``wilcox.test(paired = TRUE, exact = FALSE)`` computes them.
+
+    ``usable`` marks the pairs both algorithms have. NaN differences (Inf - Inf) are
+    dropped as R drops NA, then zero differences; ranks of |d| are averaged over ties; sigma
+    carries the tie correction sum(t^3 - t) / 48. Raises ``NoCommonCases`` for a row left
+    with no difference at all before the zeros are dropped (R stops there)."""
+    defined = usable & ~np.isnan(differences)
+    empty = ~defined.any(axis=1)
+    if empty.any():
+        raise NoCommonCases(int(np.flatnonzero(empty)[0]))
+    nonzero = defined & (differences != 0)
+    size = differences.shape[1]
+    magnitude = np.where(nonzero, np.abs(differences), np.nan)
+    order = np.argsort(magnitude, axis=1, kind="stable")
+    ordered = np.take_along_axis(magnitude, order, axis=1)
+    index = np.arange(size)[None, :]
+    starts = np.ones(ordered.shape, dtype=bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = np.ones(ordered.shape, dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, index, size), axis=1), axis=1), axis=1)
+    n = nonzero.sum(axis=1).astype(np.float64)
+    inside = index < n[:, None]
+    rank = (first + last + 2) / 2
+    tied = last - first + 1
+    positive = np.take_along_axis(differences > 0, order, axis=1) & inside
+    negative = np.take_along_axis(differences < 0, order, axis=1) & inside
+    statistic = np.where(positive, rank, 0.0).sum(axis=1)
+    statistic_negated = np.where(negative, rank, 0.0).sum(axis=1)
+    tie_sum = np.where(inside, tied * tied - 1, 0).sum(axis=1).astype(np.float64)
+    centre = n * (n + 1) / 4
+    sigma = np.sqrt(n * (n + 1) * (2 * n + 1) / 24 - tie_sum / 48)
+    return statistic - centre, statistic_negated - centre, sigma
+
+
+def one_sided_p(z: np.ndarray, sigma: np.ndarray, greater: bool) -> np.ndarray:
+    """p-value of the one-sided test with the continuity correction: alternative "greater"
+    (the first sample larger) or "less"."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if greater:
+            return special.ndtr(-((z - 0.5) / sigma))
+        return special.ndtr((z + 0.5) / sigma)
+
+
+# --------------------------------------------------------------------------------------------
+# p.adjust
+
+
+def p_adjust(p: np.ndarray, method: str) -> np.ndarray:
+    """R's ``p.adjust(p, method)`` for p-values without NA."""
+    p = np.asarray(p, dtype=np.float64)
+    n = p.size
+    if method not in P_ADJUST:
+        raise ValueError(f"p_adjust must be one of {P_ADJUST}")
+    if n <= 1 or method == "none":
+        return p.copy()
+    if method == "bonferroni":
+        return np.minimum(1.0, n * p)
+    if method == "holm":
+        order = np.argsort(p, kind="stable")
+        steps = (n - np.arange(n)).astype(np.float64)
+        return _placed(np.minimum(1.0, np.maximum.accumulate(steps * p[order])), order)
+    if method == "hommel":
+        return _hommel(p)
+    order = np.argsort(-p, kind="stable")  # decreasing
+    i = np.arange(n, 0, -1).astype(np.float64)
+    if method == "hochberg":
+        factor = n + 1 - i
+    elif method in ("BH", "fdr"):
+        factor = n / i
+    else:  # BY
+        factor = r_sum(1 / np.arange(1, n + 1, dtype=np.float64)) * n / i
+    return _placed(np.minimum(1.0, np.minimum.accumulate(factor * p[order])), order)
+
+
+def _placed(adjusted_in_order: np.ndarray, order: np.ndarray) -> np.ndarray:
+    out = np.empty_like(adjusted_in_order)
+    out[order] = adjusted_in_order
+    return out
+
+
+def _hommel(p: np.ndarray) -> np.ndarray:
+    """Hommel's adjustment in Wright's (1992) formulation, as ``p.adjust`` computes it: for
+    every size m of the intersection hypotheses, from n - 1 down to 2, the Simes bound of
+    each hypothesis, and the largest over m."""
+    n = p.size
+    order = np.argsort(p, kind="stable")
+    ordered = p[order]
+    i = np.arange(1, n + 1, dtype=np.float64)
+    q = np.full(n, np.min(n * ordered / i))
+    adjusted = q.copy()
+    for m in range(n - 1, 1, -1):
+        head = n - m + 1  # hypotheses 1 .. n-m+1 (1-based)
+        simes = np.min(m * ordered[head:] / np.arange(2, m + 1, dtype=np.float64))
+        q[:head] = np.minimum(m * ordered[:head], simes)
+        q[head:] = q[head - 1]
+        np.maximum(adjusted, q, out=adjusted)
+    return _placed(np.maximum(adjusted, ordered), order)
