@@ -110,8 +110,7 @@ def significance_map(result: TaskResult, alpha: float, adjustment: str) -> bytes
     np.fill_diagonal(beats, np.nan)
     size = max(4.5, 0.32 * n + 2.5)
     figure, axes = plt.subplots(figsize=(size, size))
-    cmap = figures.pyplot().get_cmap("cividis", 2).copy()
-    cmap.set_bad("white")
+    cmap = figures.pyplot().get_cmap("cividis", 2).with_extremes(bad="white")
     axes.imshow(np.ma.masked_invalid(beats), cmap=cmap, vmin=0, vmax=1, origin="lower", alpha=0.8)
     labels = [result.task.algorithms[i] for i in order]
     axes.set_xticks(range(n), labels, rotation=90, fontsize=8)
