@@ -1,8 +1,10 @@
-"""Organizer subcommands: ``python -m evaluation rescore|rank|rasterize ...``.
+"""Organizer subcommands: ``python -m evaluation rescore|rank|sensitivity|rasterize ...``.
 
 They are for running a leaderboard, not for the platforms: ``rescore`` scores many submissions
 against one phase on a Dask cluster (``organizer.rescore``), ``rank`` computes the final
-ranking as challengeR does and how certain it is (``organizer.ranking``); both need the ``ops`` extra
+ranking as challengeR does and how certain it is (``organizer.ranking``), ``sensitivity``
+re-scores and re-ranks a segmentation phase under every library's metric definitions; they
+need the ``ops`` extra
 (``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``rasterize`` precomputes a
 tomo_foam phase's label volumes when the image is built. Exit status: 0 done, 1 an error (the
 last stderr line says which), or for ``rescore`` some unit that a re-run would try again (an
@@ -79,6 +81,25 @@ def parse_args(argv) -> argparse.Namespace:
     )
     rank.add_argument("--log-level", default=None)
 
+    sensitivity = commands.add_parser(
+        "sensitivity", help="segmentation: re-score under every library's metric definitions and show which places flip"
+    )
+    sensitivity.add_argument("--ground-truth", type=Path, required=True, help="phase folder (phase.yaml + ground truth)")
+    sensitivity.add_argument(
+        "--submissions", type=Path, required=True, help="folder with one subfolder or archive per submission"
+    )
+    sensitivity.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="receives one rescore output folder per definition and sensitivity.json/.csv/.png/.html",
+    )
+    sensitivity.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (default: a LocalCluster)")
+    sensitivity.add_argument(
+        "--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)"
+    )
+    sensitivity.add_argument("--log-level", default=None)
+
     raster = commands.add_parser(
         "rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)"
     )
@@ -153,6 +174,15 @@ def _uncertainty_pngs(folder: Path) -> tuple[bytes, bytes]:
     return (folder / RANKING_PNG).read_bytes(), (folder / PAIRWISE_PNG).read_bytes()
 
 
+def _sensitivity(args) -> int:
+    from evaluation.organizer.ranking import sensitivity
+
+    result = sensitivity.run(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    changed = {v["variant"]: v.get("changed", v.get("error")) for v in result["variants"]}
+    print(json.dumps({"submissions": len(result["submissions"]), "changed": changed}), flush=True)
+    return EXIT_OK
+
+
 def _rasterize(args) -> int:
     from evaluation.suites.tomo_foam import rasterize_phase
 
@@ -161,7 +191,7 @@ def _rasterize(args) -> int:
     return EXIT_OK
 
 
-RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize}
+RUN = {"rescore": _rescore, "rank": _rank, "sensitivity": _sensitivity, "rasterize": _rasterize}
 
 
 def main(argv=None) -> int:

@@ -235,7 +235,7 @@ def method_lines(final: FinalRanking) -> bytes:
         axes.set_title(result.task.name, fontsize=9)
     for axes in grid.ravel()[len(results) :]:
         axes.set_visible(False)
-    _legend(figure, grid.ravel()[0], len(final.algorithms))
+    legend(figure, grid.ravel()[0], len(final.algorithms))
     figure.suptitle("Ranking across methods", fontsize=10)
     figure.subplots_adjust(hspace=0.75, wspace=0.25)
     return figures.png(figure)
@@ -247,12 +247,12 @@ def task_lines(final: FinalRanking) -> bytes:
     figure, axes = plt.subplots(figsize=(max(5.0, 0.9 * len(final.results) + 3), 4.5))
     ranks = np.array([r.official.rank for r in final.results])
     _lines(axes, [r.task.name for r in final.results], ranks, final.algorithms, colours(len(final.algorithms)), final.order)
-    _legend(figure, axes, len(final.algorithms))
+    legend(figure, axes, len(final.algorithms))
     axes.set_title("Ranking across tasks", fontsize=10)
     return figures.png(figure)
 
 
-def _legend(figure, axes, n: int) -> None:
+def legend(figure, axes, n: int) -> None:
     if n <= LEGEND_UP_TO:
         handles, labels = axes.get_legend_handles_labels()
         figure.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
