@@ -21,7 +21,7 @@ import pytest
 from helpers.grading import ROOT
 
 from evaluation.errors import GraderError
-from evaluation.organizer.ranking import methods, r_numerics, resampling
+from evaluation.organizer.ranking import methods, r_numerics, resampling, wilcoxon
 
 FIXTURES = ROOT / "test" / "fixtures" / "ranking"
 SMALLER_IS_BETTER = {"large": False, "small": True, "many": False}
@@ -181,3 +181,14 @@ def test_a_repeated_row_is_refused_and_an_absent_one_is_na():
     assert np.isnan(task.values[1, 1]) and task.has_na
     assert methods.treat(task, 7.0).values[1, 1] == 7.0
     assert not methods.treat(task, "na.rm").present[1, 1]
+
+
+def test_the_tests_numpy_equivalent_gives_the_kernels_statistics():
+    """metrics.jit falls back to the numpy path without numba: both must give the same bits."""
+    for table in expected()["pvalues"]:
+        task = next(t for t in challenge_tasks(table["challenge"], table["na_treat"]) if t.name == table["task"])
+        first, second = methods.pair_indices(len(task.algorithms))
+        compiled = wilcoxon._pair_statistics(task.values, task.present, first, second)
+        vectorised = wilcoxon._pair_statistics_numpy(task.values, task.present, first, second)
+        for mine, theirs in zip(compiled, vectorised):
+            assert np.array_equal(mine, theirs)

@@ -29,6 +29,7 @@ import numpy as np
 
 from evaluation.errors import GraderError
 from evaluation.organizer.ranking import r_numerics as rn
+from evaluation.organizer.ranking import wilcoxon
 
 METHODS = ("aggregate_then_rank", "rank_then_aggregate", "test_then_rank")
 STATISTICS = ("mean", "median")
@@ -225,19 +226,17 @@ def significance(task: Task, method: Method, cases: np.ndarray | None = None) ->
     present = task.present if cases is None else task.present[:, cases]
     n = len(task.algorithms)
     first, second = pair_indices(n)
-    with np.errstate(invalid="ignore"):  # Inf - Inf: NaN, dropped as R drops NA
-        differences = values[first] - values[second]
     try:
-        z, z_negated, sigma = rn.signed_rank_z(differences, present[first] & present[second])
-    except rn.NoCommonCases as exc:
+        z, z_negated, sigma = wilcoxon.pair_z(values, present, first, second)
+    except wilcoxon.NoCommonCases as exc:
         a, b = task.algorithms[first[exc.pair]], task.algorithms[second[exc.pair]]
         raise GraderError(
             f"task {task.name!r}: {a!r} and {b!r} share no case with a defined difference; cannot test them"
         ) from None
     greater = task.higher_is_better
     raw = np.full((n, n), np.nan)
-    raw[first, second] = rn.one_sided_p(z, sigma, greater)
-    raw[second, first] = rn.one_sided_p(z_negated, sigma, greater)
+    raw[first, second] = wilcoxon.one_sided_p(z, sigma, greater)
+    raw[second, first] = wilcoxon.one_sided_p(z_negated, sigma, greater)
     off = ~np.eye(n, dtype=bool)
     adjusted = np.full((n, n), np.nan)
     adjusted[off] = rn.p_adjust(raw[off], method.p_adjust)

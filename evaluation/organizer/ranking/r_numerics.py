@@ -16,18 +16,13 @@ Numbers that tie in R must tie here, and the other way round, or places change. 
   (Windows, macOS on ARM) R's ``long double`` is too.
 - **median**: R's: the middle value, or ``mean`` of the two middle values.
 - **ranks**: challengeR's ``rankNA2``: ties "min" or "average", NA after the others.
-- **p-values**: ``wilcox.test(paired = TRUE, exact = FALSE, correct = TRUE)``: the normal
-  approximation with continuity and tie corrections, in the same double operations as R;
-  the normal tail is scipy's (``ndtr``), not R's ``pnorm`` (Cody's algorithm): the two agree
-  to a few units in the last place (the tests bound the difference), which changes no
-  decision unless an adjusted p-value lies within that distance of alpha.
+- **p-values**: ``wilcoxon.py``.
 - **p.adjust**: every method of R's ``stats::p.adjust`` from its definition (Holm 1979,
   Hochberg 1988, Hommel 1988 as computed by Wright 1992, Bonferroni, Benjamini-Hochberg
   1995, Benjamini-Yekutieli 2001), with R's operation order.
 """
 
 import numpy as np
-from scipy import special
 
 LONG = np.longdouble
 TIES = ("min", "average")
@@ -37,32 +32,36 @@ P_ADJUST = ("none", "holm", "hochberg", "hommel", "bonferroni", "BH", "BY", "fdr
 def r_mean(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
     """R's ``mean`` along the last axis, over the ``present`` entries (all by default).
 
-    Absent entries add exact zeros to both passes, which leaves a left-to-right sum
-    unchanged, so one vectorised pass handles rows of different lengths. A row with nothing
-    present is NaN (R's ``mean(numeric(0))``)."""
+    Both passes add one position of the last axis at a time to a ``long double``
+    accumulator, for every row at once: strictly left to right, as R adds. Absent entries add
+    exact zeros, which leave such a sum unchanged, so rows of different lengths share the
+    loop. A row with nothing present is NaN (R's ``mean(numeric(0))``)."""
     values = np.asarray(values, dtype=np.float64)
-    if present is None:
-        present = np.ones(values.shape, dtype=bool)
-    count = present.sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        total = np.cumsum(np.where(present, values, 0.0).astype(LONG), axis=-1)[..., -1] if values.shape[-1] else LONG(0)
+    columns = np.moveaxis(values, -1, 0)
+    kept = None if present is None else np.moveaxis(np.asarray(present, dtype=bool), -1, 0)
+    count = values.shape[-1] if kept is None else kept.sum(axis=0)
+    total = np.zeros(values.shape[:-1], dtype=LONG)
+    with np.errstate(invalid="ignore", divide="ignore"):  # Inf - Inf, 0 / 0: NaN, as in R
+        for j in range(columns.shape[0]):
+            total += columns[j] if kept is None else np.where(kept[j], columns[j], 0.0)
         mean = total / count
-        residual = np.where(present, values - mean[..., None], LONG(0))
-        corrected = mean + np.cumsum(residual, axis=-1)[..., -1] / count if values.shape[-1] else mean
-        finite = np.isfinite(mean.astype(np.float64))
-    return np.where(finite, corrected, mean).astype(np.float64)
+        residual = np.zeros(values.shape[:-1], dtype=LONG)
+        for j in range(columns.shape[0]):
+            step = columns[j] - mean
+            residual += step if kept is None else np.where(kept[j], step, LONG(0))
+        corrected = mean + residual / count
+    return np.where(np.isfinite(mean.astype(np.float64)), corrected, mean).astype(np.float64)
 
 
 def r_median(values: np.ndarray, present: np.ndarray | None = None) -> np.ndarray:
     """R's ``median`` along the last axis over the ``present`` entries: the middle value, or
-    R's ``mean`` of the two middle ones. Absent entries sort last (as +inf would not: a
-    real +Inf must stay a value), so they are keyed out before sorting."""
+    R's ``mean`` of the two middle ones. Absent entries sort last as +inf: the first
+    ``count`` sorted values are then the present ones, a present +Inf included."""
     values = np.asarray(values, dtype=np.float64)
     if present is None:
         present = np.ones(values.shape, dtype=bool)
     count = present.sum(axis=-1)
-    order = np.lexsort((values, ~present), axis=-1)
-    ordered = np.take_along_axis(values, order, axis=-1)
+    ordered = np.sort(np.where(present, values, np.inf), axis=-1)
     half = np.maximum(count - 1, 0) // 2
     low = np.take_along_axis(ordered, half[..., None], axis=-1)[..., 0]
     high = np.take_along_axis(ordered, np.minimum(half + 1, max(values.shape[-1] - 1, 0))[..., None], axis=-1)[..., 0]
@@ -155,66 +154,6 @@ def kendall_tau(samples: np.ndarray, reference: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where((spread_x == 0) | (spread_y == 0), np.nan, concordance / (spread_x * spread_y))
     return np.minimum(tau, 1.0)
-
-
-# --------------------------------------------------------------------------------------------
-# The paired Wilcoxon signed-rank test, normal approximation
-
-
-class NoCommonCases(ValueError):
-    """Two algorithms share no case with a defined difference (R: 'not enough (non-missing)
-    'x' observations')."""
-
-    def __init__(self, pair: int):
-        super().__init__(pair)
-        self.pair = pair
-
-
-def signed_rank_z(differences: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each row of paired differences: (V - n(n+1)/4, the same for the negated
-    differences, sigma), as ``wilcox.test(paired = TRUE, exact = FALSE)`` computes them.
-
-    ``usable`` marks the pairs both algorithms have. NaN differences (Inf - Inf) are
-    dropped as R drops NA, then zero differences; ranks of |d| are averaged over ties; sigma
-    carries the tie correction sum(t^3 - t) / 48. Raises ``NoCommonCases`` for a row left
-    with no difference at all before the zeros are dropped (R stops there)."""
-    defined = usable & ~np.isnan(differences)
-    empty = ~defined.any(axis=1)
-    if empty.any():
-        raise NoCommonCases(int(np.flatnonzero(empty)[0]))
-    nonzero = defined & (differences != 0)
-    size = differences.shape[1]
-    magnitude = np.where(nonzero, np.abs(differences), np.nan)
-    order = np.argsort(magnitude, axis=1, kind="stable")
-    ordered = np.take_along_axis(magnitude, order, axis=1)
-    index = np.arange(size)[None, :]
-    starts = np.ones(ordered.shape, dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    ends = np.ones(ordered.shape, dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    first = np.maximum.accumulate(np.where(starts, index, 0), axis=1)
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, index, size), axis=1), axis=1), axis=1)
-    n = nonzero.sum(axis=1).astype(np.float64)
-    inside = index < n[:, None]
-    rank = (first + last + 2) / 2
-    tied = last - first + 1
-    positive = np.take_along_axis(differences > 0, order, axis=1) & inside
-    negative = np.take_along_axis(differences < 0, order, axis=1) & inside
-    statistic = np.where(positive, rank, 0.0).sum(axis=1)
-    statistic_negated = np.where(negative, rank, 0.0).sum(axis=1)
-    tie_sum = np.where(inside, tied * tied - 1, 0).sum(axis=1).astype(np.float64)
-    centre = n * (n + 1) / 4
-    sigma = np.sqrt(n * (n + 1) * (2 * n + 1) / 24 - tie_sum / 48)
-    return statistic - centre, statistic_negated - centre, sigma
-
-
-def one_sided_p(z: np.ndarray, sigma: np.ndarray, greater: bool) -> np.ndarray:
-    """p-value of the one-sided test with the continuity correction: alternative "greater"
-    (the first sample larger) or "less"."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if greater:
-            return special.ndtr(-((z - 0.5) / sigma))
-        return special.ndtr((z + 0.5) / sigma)
 
 
 # --------------------------------------------------------------------------------------------
