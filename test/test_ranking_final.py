@@ -3,6 +3,7 @@ metrics, tie groups, consensus, the bootstrap's draws and the report, on inputs 
 are known by hand (the methods themselves are compared with challengeR in
 test_ranking_challenger.py)."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -127,6 +128,13 @@ def test_pooled_metrics_rank_every_case_and_metric_as_brats_does(tmp_path):
     result = final.rank_tasks([pooled], option)
     assert result.results[0].official.aggregate.tolist() == [1.5, 1.5, 3.0]
     assert result.rank.tolist() == [1.0, 1.0, 3.0]
+    # the bootstrap draws whole cases: a case's two metrics together
+    units = np.array(pooled.units)[resampling.task_draws(pooled, 20, 0)]
+    assert units.shape == (20, 4) and (units[:, ::2] == units[:, 1::2]).all()
+    assert final.rank_tasks([pooled], dataclasses.replace(option, resamples=20)).results[0].bootstrap.ranks.shape == (3, 20)
+    # tie groups test each case's mean over its metrics: a's c1 is (0.9 + -5.0) / 2
+    means = final.per_unit_mean(pooled)
+    assert means.cases == ("c1", "c2") and means.values[0].tolist() == pytest.approx([-2.05, -0.15], rel=1e-15)
 
 
 # --------------------------------------------------------------------------------------------

@@ -110,14 +110,32 @@ def tasks(groups: dict[str, list[Path]], spec: Spec) -> list[methods.Task]:
         for metric in spec.metrics:
             per_metric.update(metric_values(metric, subs))
         if spec.combine == "cases" and len(per_metric) > 1:
-            rows = [
-                (f"{case}{POOLED}{name}", sub, value if higher else -value)
-                for name, (higher, metric_rows) in per_metric.items()
-                for case, sub, value in metric_rows
-            ]
-            found.append(methods.prepare(group or "pooled", rows, True, spec.na_treat, algorithms=names))
+            found.append(_pooled(group, per_metric, names, spec))
             continue
         for name, (higher, rows) in per_metric.items():
             label = "/".join(part for part in (group, name if len(per_metric) > 1 or not group else "") if part)
             found.append(methods.prepare(label, rows, higher, spec.na_treat, algorithms=names))
     return found
+
+
+def _pooled(group: str, per_metric: dict, names: tuple, spec: Spec) -> methods.Task:
+    """One task whose columns are every (case, metric) pair, values signed so that higher is
+    better; the bootstrap resamples whole cases (``Task.units``)."""
+    cases = sorted({case for _, rows in per_metric.values() for case, _, _ in rows})
+    columns = [(case, metric) for case in cases for metric in per_metric]
+    rows = [
+        (f"{case}{POOLED}{metric}", sub, value if higher else -value)
+        for metric, (higher, metric_rows) in per_metric.items()
+        for case, sub, value in metric_rows
+    ]
+    ids = [f"{case}{POOLED}{metric}" for case, metric in columns]
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    return methods.prepare(
+        group or "pooled",
+        rows,
+        True,
+        spec.na_treat,
+        algorithms=names,
+        cases=tuple(ids[i] for i in order),
+        units=tuple(columns[i][0] for i in order),
+    )

@@ -11,6 +11,7 @@ leaderboard can defend. With several tasks the groups are per task (the consensu
 per-case statistic to test).
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,8 +70,21 @@ def _tested(result: methods.TaskRanking, task: methods.Task, spec: Spec) -> tupl
     test = methods.Method("test_then_rank", alpha=spec.method.alpha, p_adjust=spec.method.p_adjust)
     if spec.method.kind == "rank_then_aggregate":
         ranks = r_numerics.ranks(task.values, task.present, spec.method.ties, task.higher_is_better)
-        task = methods.Task(task.name, task.algorithms, task.cases, ranks, task.present, False)
+        task = dataclasses.replace(task, values=ranks, higher_is_better=False)
+        if task.units is not None:  # pooled metrics: a case's mean rank over its metrics
+            task = per_unit_mean(task)
     return methods.significance(task, test)
+
+
+def per_unit_mean(task: methods.Task) -> methods.Task:
+    """The task with each unit's columns replaced by their mean (over the present ones)."""
+    units = sorted(set(task.units))
+    member = np.array([units.index(u) for u in task.units])
+    values = np.stack(
+        [r_numerics.r_mean(task.values[:, member == u], task.present[:, member == u]) for u in range(len(units))], axis=1
+    )
+    present = np.stack([task.present[:, member == u].any(axis=1) for u in range(len(units))], axis=1)
+    return dataclasses.replace(task, cases=tuple(units), values=values, present=present, units=None)
 
 
 def _compare(task: methods.Task, spec: Spec) -> dict:
@@ -102,7 +116,7 @@ def rank_tasks(tasks: list[methods.Task], spec: Spec) -> FinalRanking:
         case_ranks = r_numerics.ranks(task.values, task.present, "min", task.higher_is_better)
         result = TaskResult(task, ranking, case_ranks, p_values, adjusted, significant, groups, _compare(task, spec), notes=notes)
         if spec.resamples and len(task.cases) > 1:
-            drawn = resampling.sorted_draws(len(task.cases), spec.resamples, spec.seed + index)
+            drawn = resampling.task_draws(task, spec.resamples, spec.seed + index)
             result.bootstrap = resampling.bootstrap_task(task, spec.method, drawn, ranking.rank)
         results.append(result)
     if len(tasks) == 1:

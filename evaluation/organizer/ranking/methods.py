@@ -23,6 +23,7 @@ Rank-then-aggregate ranks a case drawn k times as one group of k rows per algori
 uses every drawn case once (``Decision`` matches the first row of each case).
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,7 +44,9 @@ CHALLENGER_NAMES = {
 @dataclass(frozen=True)
 class Task:
     """One task's data: ``values[i, j]`` = algorithm i on case j (NaN = NA), ``present`` the
-    rows that exist (False only where "na.rm" removed an NA). Cases are sorted by id."""
+    rows that exist (False only where "na.rm" removed an NA). Cases are sorted by id.
+    ``units`` (pooled metrics only): the case each column belongs to, which the bootstrap
+    resamples as a whole (a column is a (case, metric) pair there)."""
 
     name: str
     algorithms: tuple[str, ...]
@@ -52,13 +55,16 @@ class Task:
     present: np.ndarray
     higher_is_better: bool
     na_treat: float | str | None = None
+    units: tuple[str, ...] | None = None
 
     @property
     def has_na(self) -> bool:
         return bool((self.present & np.isnan(self.values)).any())
 
 
-def prepare(name: str, rows, higher_is_better: bool, na_treat: float | str | None = None, algorithms=None, cases=None) -> Task:
+def prepare(
+    name: str, rows, higher_is_better: bool, na_treat: float | str | None = None, algorithms=None, cases=None, units=None
+) -> Task:
     """A task from (case, algorithm, value) rows, as ``as.challenge`` checks and completes
     them: a repeated (algorithm, case) is an error, an absent one is NA, then ``na_treat``."""
     rows = list(rows)
@@ -74,7 +80,8 @@ def prepare(name: str, rows, higher_is_better: bool, na_treat: float | str | Non
             raise GraderError(f"task {name!r}: case {case!r} appears more than once for {algorithm!r}")
         seen[i, j] = True
         values[i, j] = np.nan if value is None else float(value)
-    return treat(Task(name, algorithms, cases, values, np.ones(values.shape, dtype=bool), higher_is_better), na_treat)
+    task = Task(name, algorithms, cases, values, np.ones(values.shape, dtype=bool), higher_is_better, units=units)
+    return treat(task, na_treat)
 
 
 def treat(task: Task, na_treat: float | str | None) -> Task:
@@ -88,7 +95,7 @@ def treat(task: Task, na_treat: float | str | None) -> Task:
         values, present = np.where(missing, float(na_treat), task.values), task.present
     else:
         raise GraderError(f"na_treat must be a number, 'na.rm' or null, not {na_treat!r}")
-    return Task(task.name, task.algorithms, task.cases, values, present, task.higher_is_better, na_treat)
+    return dataclasses.replace(task, values=values, present=present, na_treat=na_treat)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,19 @@ def sorted_draws(n_cases: int, resamples: int, seed: int) -> np.ndarray:
     return np.repeat(np.tile(np.arange(n_cases), resamples), counts.ravel()).reshape(resamples, n_cases)
 
 
+def task_draws(task: methods.Task, resamples: int, seed: int) -> np.ndarray:
+    """The drawn columns of ``task``: its cases, or with pooled metrics its units (cases),
+    each drawn unit standing for all its (case, metric) columns."""
+    if task.units is None:
+        return sorted_draws(len(task.cases), resamples, seed)
+    units = sorted(set(task.units))
+    columns = [np.flatnonzero(np.array(task.units) == u) for u in units]
+    if len({c.size for c in columns}) > 1:
+        raise ValueError("every unit of a pooled task must have the same number of columns")
+    drawn_units = sorted_draws(len(units), resamples, seed)
+    return np.stack([np.concatenate([columns[u] for u in row]) for row in drawn_units])
+
+
 @dataclass
 class TaskBootstrap:
     """One task's resamples: (algorithms x resamples) aggregates and ranks, and tau per resample."""
