@@ -106,6 +106,31 @@ def test_paths_with_wildcards_become_metrics_and_gaps_become_na(tmp_path):
         data.tasks({"": [tmp_path]}, spec(metrics=[{"key": "classes.*.nsd", "higher_is_better": True}]))
 
 
+def test_tasks_of_several_rescore_outputs_and_the_phase_they_recorded(tmp_path):
+    from evaluation.organizer.commands import _task_groups, parse_args
+
+    for task_name, scores in (("liver", (0.9, 0.8)), ("kidney", (0.7, 0.95))):
+        write_results(tmp_path / task_name, {name: {"c1": {"score": v}} for name, v in zip("ab", scores)})
+    args = parse_args(
+        ["rank", "--task", f"liver={tmp_path / 'liver'}", "--task", f"kidney={tmp_path / 'kidney'}", "--output", "o"]
+    )
+    groups = _task_groups(args)
+    assert list(groups) == ["liver", "kidney"]
+    found = data.tasks(groups, spec(resamples=0))
+    assert [t.name for t in found] == ["liver", "kidney"]
+    assert final.rank_tasks(found, spec(resamples=0)).consensus.tolist() == [1.5, 1.5]
+    with pytest.raises(GraderError, match="NAME=PATH"):
+        _task_groups(parse_args(["rank", "--task", "liver", "--output", "o"]))
+    phase = tmp_path / "phase"
+    phase.mkdir()
+    (phase / "phase.yaml").write_text("suite: cellmap\nfinal_ranking: {method: test_then_rank, p_adjust: BY}\n")
+    board = json.loads((tmp_path / "liver" / "leaderboard.json").read_text())
+    (tmp_path / "liver" / "leaderboard.json").write_text(json.dumps({**board, "phase": str(phase)}))
+    assert config.find_phase(None, [tmp_path / "liver"]).method.p_adjust == "BY"
+    assert config.find_phase(phase / "phase.yaml", []).method.kind == "test_then_rank"
+    assert config.find_phase(None, [tmp_path / "kidney"]).source == "schema defaults"
+
+
 def test_pooled_metrics_rank_every_case_and_metric_as_brats_does(tmp_path):
     """Two cases x (dice up, hd95 down): per (case, metric) ranks, then their mean.
     a: dice ranks 1, 2; hd ranks 2, 1 -> 1.5.   b: 2, 1; 1, 2 -> 1.5.   c: 3, 3; 3, 3 -> 3."""

@@ -12,7 +12,6 @@ import numpy as np
 from evaluation import figures, report
 from evaluation.organizer.ranking import final as finals
 from evaluation.organizer.ranking import plots
-from evaluation.organizer.ranking.config import method_dict
 from evaluation.organizer.ranking.uncertainty_report import PAGE_STYLE
 
 FINAL_JSON, LEADERBOARD_CSV, FINAL_HTML = "final_ranking.json", "leaderboard.csv", "final_ranking.html"
@@ -194,7 +193,7 @@ def write(output: Path, final: finals.FinalRanking, extra_sections: tuple[str, .
     pngs = figures_of(final)
     body = html_section(final, pngs) + "".join(extra_sections)
     files = {
-        FINAL_JSON: report.json_bytes({**finals.to_dict(final), "official_method": method_dict(final.spec.method)}),
+        FINAL_JSON: report.json_bytes(finals.to_dict(final)),
         LEADERBOARD_CSV: leaderboard_csv(final).encode(),
         **pngs,
         FINAL_HTML: figures.page("Final ranking", body, PAGE_STYLE).encode(),
