@@ -17,7 +17,7 @@ value. The methods (``rankingMethods.R``):
 All of them rank with ``rankNA2`` (NA last). Aggregate- and test-based methods refuse NA
 values (challengeR stops: ``na.treat`` is missing); rank-then-aggregate ranks them last.
 
-A **resample** (``Resample``) is what challengeR's ``bootstrap.ranked.list`` (``Bootstrap.R``)
+A **resample** is what challengeR's ``bootstrap.ranked.list`` (``Bootstrap.R``)
 hands the method: the drawn cases, sorted by case (``merge`` sorts), each as often as drawn.
 Rank-then-aggregate ranks a case drawn k times as one group of k rows per algorithm; the test
 uses every drawn case once (``Decision`` matches the first row of each case).
@@ -144,22 +144,6 @@ class TaskRanking:
 # Resamples
 
 
-@dataclass(frozen=True)
-class Resample:
-    """Drawn case indices, sorted (a case drawn k times appears k times in a row)."""
-
-    drawn: np.ndarray
-
-    @classmethod
-    def everything(cls, n_cases: int) -> "Resample":
-        return cls(np.arange(n_cases))
-
-    @property
-    def distinct(self) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct cases, how often each was drawn)."""
-        return np.unique(self.drawn, return_counts=True)
-
-
 def multiplicity(drawn: np.ndarray, n_cases: int) -> np.ndarray:
     """For every drawn position (resamples x n), how often its case was drawn in that resample."""
     offsets = np.arange(drawn.shape[0])[:, None] * n_cases
@@ -188,23 +172,14 @@ def aggregate(task: Task, method: Method, drawn: np.ndarray) -> np.ndarray:
 
 def _resampled_case_ranks(task: Task, ties: str, drawn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each drawn row's rank within its case, a case drawn k times being one group of k rows
-    per algorithm: (algorithms x resamples x n) ranks and presence."""
-    better, equal, na_count = rn.better_and_equal(task.values, task.present, task.higher_is_better)
+    per algorithm: (algorithms x resamples x n) ranks and presence. The counts behind a rank
+    are the case's, so they are found once and only scaled by k."""
+    better, equal, missing = rn.better_and_equal(task.values, task.present, task.higher_is_better)
     valid = task.present & ~np.isnan(task.values)
-    k = multiplicity(drawn, len(task.cases)).astype(np.float64)[None]
-    b, e, ok = better[:, drawn], equal[:, drawn], valid[:, drawn]
-    if ties == "min":
-        rank = 1 + k * b
-        top = np.where(valid.any(axis=0), np.max(np.where(valid, better, -1), axis=0), -1)
-        highest = np.where(top[drawn] >= 0, 1 + k[0] * top[drawn], 0.0)
-        na_rank = highest + 1
-    else:
-        rank = k * b + (k * e + 1) / 2
-        top = np.max(np.where(valid, better + equal / 2, -1.0), axis=0)
-        highest = np.where(top[drawn] >= 0, k[0] * top[drawn] + 0.5, 0.0)
-        na_rank = highest + (k[0] * na_count[drawn] + 1) / 2
     present = task.present[:, drawn]
-    return np.where(ok, rank, np.where(present, na_rank[None], np.nan)), present
+    k = multiplicity(drawn, len(task.cases))
+    case_ranks = rn.ranks_of_counts(better[:, drawn], equal[:, drawn], missing[drawn], valid[:, drawn], present, ties, k)
+    return case_ranks, present
 
 
 def rank_aggregates(aggregates: np.ndarray, method: Method, higher_is_better: bool) -> np.ndarray:
@@ -281,17 +256,12 @@ def rank_resamples(task: Task, method: Method, drawn: np.ndarray, block: int = 6
     """(aggregates, ranks), each (algorithms x resamples), of the method on every resample
     (``drawn``: resamples x cases, each row the drawn case indices in sorted order)."""
     _refuse_na(task, method)
-    columns_aggregate, columns_rank = [], []
     if method.kind == "test_then_rank":
-        for row in drawn:
-            shares = share_beaten(significance(task, method, np.unique(row))[2])
-            columns_aggregate.append(shares[:, None])
+        columns = [share_beaten(significance(task, method, np.unique(row))[2])[:, None] for row in drawn]
     else:
-        for start in range(0, drawn.shape[0], block):
-            columns_aggregate.append(aggregate(task, method, drawn[start : start + block]))
-    aggregates = np.concatenate(columns_aggregate, axis=1)
-    columns_rank = rank_aggregates(aggregates, method, task.higher_is_better)
-    return aggregates, columns_rank
+        columns = [aggregate(task, method, drawn[start : start + block]) for start in range(0, drawn.shape[0], block)]
+    aggregates = np.concatenate(columns, axis=1)
+    return aggregates, rank_aggregates(aggregates, method, task.higher_is_better)
 
 
 # --------------------------------------------------------------------------------------------

@@ -102,22 +102,28 @@ def better_and_equal(values: np.ndarray, present: np.ndarray, higher_is_better: 
 
 
 def ranks(values: np.ndarray, present: np.ndarray, ties: str, higher_is_better: bool, copies=1) -> np.ndarray:
-    """challengeR's ``rankNA2`` down each column, each present row taken ``copies`` times
-    (a scalar or one number per column: a case drawn k times in a bootstrap sample is one
-    group of k rows per algorithm, ``Rank.list`` in challengeR's ``Rank.R``).
+    """challengeR's ``rankNA2`` down each column of ``values`` (rows = algorithms), each
+    present row taken ``copies`` times (a scalar or one number per column: a case drawn k times
+    in a bootstrap sample is one group of k rows per algorithm, ``Rank.list`` in ``Rank.R``).
+    Absent rows get NaN (they are not ranked)."""
+    better, equal, missing = better_and_equal(values, present, higher_is_better)
+    return ranks_of_counts(better, equal, missing, present & ~np.isnan(values), present, ties, copies)
 
-    "min": 1 + k * (number better); "average": k * better + (k * equal + 1) / 2 (R's
-    ``rank``); NA rows after the others: the highest rank given plus 1 ("min") or plus the
-    mean of 1..(k * number of NA) ("average"). Absent rows get NaN (they are not ranked)."""
+
+def ranks_of_counts(better, equal, missing, valid, present, ties: str, copies=1) -> np.ndarray:
+    """The ranks from ``better_and_equal``'s counts (algorithms along axis 0, any shape after
+    it), with multiplicity ``copies`` (broadcast over the axes after the first):
+
+    "min": 1 + k * better; "average": k * better + (k * equal + 1) / 2 (R's ``rank``); NA rows
+    after the others: the highest rank given plus 1 ("min") or plus the mean of
+    1 .. (k * number of NA) ("average"), 0 standing for the highest when all are NA."""
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}")
-    better, equal, missing = better_and_equal(values, present, higher_is_better)
-    k = np.broadcast_to(np.asarray(copies, dtype=np.float64), (values.shape[1],))
-    valid = present & ~np.isnan(values)
+    k = np.broadcast_to(np.asarray(copies, dtype=np.float64), missing.shape)
     rank = np.where(valid, 1 + k * better if ties == "min" else k * better + (k * equal + 1) / 2, np.nan)
-    highest = np.where(valid.any(axis=0), np.nanmax(np.where(valid, rank, -np.inf), axis=0), 0.0)
+    highest = np.where(valid.any(axis=0), np.max(np.where(valid, rank, -np.inf), axis=0), 0.0)
     na_rank = highest + 1 if ties == "min" else highest + (k * missing + 1) / 2
-    return np.where(present & ~valid, na_rank[None, :], rank)
+    return np.where(present & ~valid, na_rank[None], rank)
 
 
 def rank_vector(values: np.ndarray, ties: str, higher_is_better: bool) -> np.ndarray:

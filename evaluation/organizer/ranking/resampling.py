@@ -4,7 +4,7 @@
 Each resample draws every task's cases with replacement (as many as the task has) and applies
 the ranking method to the drawn data, case ids kept: a case drawn k times is k rows of that
 case, so rank-then-aggregate ranks it as one group of k rows per algorithm and the test uses
-it once (``methods.Resample``). Out come, per task, the aggregates and ranks of every resample,
+it once (see ``methods``). Out come, per task, the aggregates and ranks of every resample,
 and Kendall's tau of each resample's ranking against the full one (``kendall.bootstrap.list``
 in ``violin.R``: NaN when a resample ranks every algorithm the same).
 
