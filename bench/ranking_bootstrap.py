@@ -6,7 +6,7 @@ Prints, for seeded synthetic case scores:
   (``np.take`` of each resample's cases + ``sum``), which any bootstrap of case means must do;
 - ``evaluation.organizer.ranking.bootstrap`` (draw counts, resampled means, ranks, rank frequencies,
   pairwise matrix, intervals): wall seconds, ratio to the floor;
-- writing the report files (JSON, two PNGs, HTML) with ``evaluation.organizer.ranking_report``;
+- writing the report files (JSON, two PNGs, HTML) with ``evaluation.organizer.ranking.uncertainty_report``;
 - the peak RSS of the process (its own ``VmHWM``; ``ru_maxrss`` would include whatever
   high-water mark Linux carried over from the process that started it).
 
@@ -25,7 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import peak_rss_mb  # noqa: E402
 
-from evaluation.organizer import ranking, ranking_report  # noqa: E402
+from evaluation.organizer import ranking  # noqa: E402
+from evaluation.organizer.ranking import uncertainty_report as ranking_report  # noqa: E402
 
 
 def main():

@@ -38,8 +38,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog=(
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
-            "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (ranking "
-            "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'. "
+            "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (the final ranking "
+            "and its uncertainty), 'sensitivity' (ranks under each metric definition) and 'rasterize' "
+            "(tomo_foam label volumes); see 'python -m evaluation rescore --help'. "
             "'python -m evaluation serve [--port N] [arguments above]' answers Grand-Challenge's invoke API "
             "(GET /health, POST /invoke grades once per call; port 4743)."
         ),

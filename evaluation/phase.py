@@ -66,3 +66,13 @@ def load(root: Path) -> Phase:
         raise PhaseError(f"{PHASE_FILE} is invalid: " + "; ".join(problems))
     options = {k: v for k, v in config.items() if k != "suite"}
     return Phase(root=Path(root), suite=config["suite"], options=options)
+
+
+def with_options(phase: Phase, changes: dict) -> Phase:
+    """The phase with some options replaced (the organizer's sensitivity runs re-score one
+    phase under other definitions), validated like ``phase.yaml``."""
+    config = {"suite": phase.suite, **phase.options, **changes}
+    problems = schemas.errors("phase", config)
+    if problems:
+        raise PhaseError(f"{PHASE_FILE} with {changes} is invalid: " + "; ".join(problems))
+    return Phase(root=phase.root, suite=phase.suite, options={k: v for k, v in config.items() if k != "suite"})

@@ -140,6 +140,14 @@ def test_rank_command_writes_json_png_and_html(tmp_path):
         assert (tmp_path / "ranking" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (tmp_path / "ranking" / "ranking.html").read_text()
     assert '<section id="ranking-uncertainty">' in page and page.count("data:image/png;base64,") == 2 and "twin2" in page
+    # the final ranking (schema defaults: mean, aggregate-then-rank), with the uncertainty section embedded
+    board = (tmp_path / "ranking" / "leaderboard.csv").read_text().splitlines()
+    assert board[0].startswith("rank,group,submission,case_score mean,case_score rank,bootstrap median rank")
+    assert [line.split(",")[:3] for line in board[1:]] == [["1", "1", "best"], ["2", "1", "twin1"], ["2", "1", "twin2"]]
+    final = (tmp_path / "ranking" / "final_ranking.html").read_text()
+    assert '<section id="final-ranking">' in final and '<section id="ranking-uncertainty">' in final
+    for figure in ("Podium", "Ranking heat map", "Significance map", "Bootstrap ranks", "Kendall", "other ranking methods"):
+        assert f'alt="{figure}' in final or figure in final, figure
 
 
 def test_inconsistent_or_null_case_scores_are_refused(tmp_path):
@@ -149,5 +157,8 @@ def test_inconsistent_or_null_case_scores_are_refused(tmp_path):
     assert ranking.load([tmp_path / "a"], null_as=0.0).matrix.tolist() == [[0.5, 0.0], [0.4, 0.3]]
     (tmp_path / "b").mkdir()
     write_rescore_output(tmp_path / "b" / "one", [[0.5, 0.5, 0.5]], ["z"])
+    with pytest.raises(GraderError, match="other cases"):
+        ranking.load([tmp_path / "a" / "y", tmp_path / "b" / "one" / "z"])
+    # The final ranking takes the missing cases as NA, which its default method refuses, as challengeR does
     done = run_rank(tmp_path / "a" / "y", tmp_path / "b" / "one" / "z", "--output", tmp_path / "out")
-    assert done.returncode == 1 and "other cases" in done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and "needs na_treat" in done.stderr.splitlines()[-1]

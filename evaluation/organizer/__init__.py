@@ -1,5 +1,7 @@
 """Tools for the people who run a leaderboard, not for the platforms: ``rescore`` (many
-submissions on Dask), ``rank`` (ranking uncertainty) and ``rasterize`` (tomo_foam's build-time
-label volumes), all as ``python -m evaluation <command>`` (``organizer.commands``)."""
+submissions on Dask), ``rank`` (the final ranking as challengeR computes it, and its
+uncertainty), ``sensitivity`` (the ranking under every metric definition of the segmentation
+suite) and ``rasterize`` (tomo_foam's build-time label volumes), all as
+``python -m evaluation <command>`` (``organizer.commands``)."""
 
-COMMANDS = ("rescore", "rank", "rasterize")
+COMMANDS = ("rescore", "rank", "sensitivity", "rasterize")

@@ -1,8 +1,10 @@
-"""Organizer subcommands: ``python -m evaluation rescore|rank|rasterize ...``.
+"""Organizer subcommands: ``python -m evaluation rescore|rank|sensitivity|rasterize ...``.
 
 They are for running a leaderboard, not for the platforms: ``rescore`` scores many submissions
-against one phase on a Dask cluster (``organizer.rescore``), ``rank`` measures how certain the
-resulting ranking is (``organizer.ranking``); both need the ``ops`` extra
+against one phase on a Dask cluster (``organizer.rescore``), ``rank`` computes the final
+ranking as challengeR does and how certain it is (``organizer.ranking``), ``sensitivity``
+re-scores and re-ranks a segmentation phase under every library's metric definitions; they
+need the ``ops`` extra
 (``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``rasterize`` precomputes a
 tomo_foam phase's label volumes when the image is built. Exit status: 0 done, 1 an error (the
 last stderr line says which), or for ``rescore`` some unit that a re-run would try again (an
@@ -45,21 +47,58 @@ def parse_args(argv) -> argparse.Namespace:
     rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
     rescore.add_argument("--log-level", default=None)
 
-    rank = commands.add_parser("rank", help="bootstrap ranking uncertainty over cases")
+    rank = commands.add_parser("rank", help="the final ranking (challengeR's methods) and how certain it is")
     rank.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         type=Path,
         help="a rescore output folder, submission result folders, case_scores.json or metrics.json files",
     )
-    rank.add_argument("--output", type=Path, required=True, help="receives ranking.json, ranking.png, pairwise.png, ranking.html")
-    rank.add_argument("--resamples", type=int, default=1000)
-    rank.add_argument("--seed", type=int, default=0)
-    rank.add_argument("--confidence", type=float, default=0.95, help="level of the intervals (default 0.95)")
     rank.add_argument(
-        "--null-as", type=float, default=None, help="value for a case score that is null (default: refuse such input)"
+        "--task",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="one task of a multi-task challenge (repeatable): its name and its rescore output folder",
+    )
+    rank.add_argument(
+        "--phase", type=Path, default=None, help="phase folder whose final_ranking applies (default: the one rescore recorded)"
+    )
+    rank.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="receives final_ranking.json/.html, leaderboard.csv, the figures, and ranking.json/.png/.html, pairwise.png",
+    )
+    rank.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the phase's, 1000)")
+    rank.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the phase's, 0)")
+    rank.add_argument("--confidence", type=float, default=None, help="level of the intervals (default: the phase's, 0.95)")
+    rank.add_argument(
+        "--null-as",
+        type=float,
+        default=None,
+        help="leaderboard uncertainty only: value for a null case score (default: leave that part out)",
     )
     rank.add_argument("--log-level", default=None)
+
+    sensitivity = commands.add_parser(
+        "sensitivity", help="segmentation: re-score under every library's metric definitions and show which places flip"
+    )
+    sensitivity.add_argument("--ground-truth", type=Path, required=True, help="phase folder (phase.yaml + ground truth)")
+    sensitivity.add_argument(
+        "--submissions", type=Path, required=True, help="folder with one subfolder or archive per submission"
+    )
+    sensitivity.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="receives one rescore output folder per definition and sensitivity.json/.csv/.png/.html",
+    )
+    sensitivity.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (default: a LocalCluster)")
+    sensitivity.add_argument(
+        "--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)"
+    )
+    sensitivity.add_argument("--log-level", default=None)
 
     raster = commands.add_parser(
         "rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)"
@@ -80,16 +119,67 @@ def _rescore(args) -> int:
     return EXIT_INTERNAL if summary["retry"] else EXIT_OK
 
 
-def _rank(args) -> int:
-    from evaluation.organizer import ranking, ranking_report
+def _task_groups(args) -> dict[str, list[Path]]:
+    groups = {"": list(args.inputs)} if args.inputs else {}
+    for item in args.task:
+        name, _, path = item.partition("=")
+        if not name or not path or name in groups:
+            raise GraderError(f"--task {item!r}: expected a new NAME=PATH")
+        groups[name] = [Path(path)]
+    if not groups:
+        raise GraderError("nothing to rank: give a rescore output folder (or --task NAME=PATH)")
+    return groups
 
-    scores = ranking.load(args.inputs, null_as=args.null_as)
-    result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
-    written = ranking_report.write(args.output, result)
+
+def _rank(args) -> int:
+    import dataclasses
+
+    from evaluation.organizer.ranking import config, data, final, final_report, uncertainty, uncertainty_report
+
+    groups = _task_groups(args)
+    spec = config.find_phase(args.phase, [p for paths in groups.values() for p in paths])
+    chosen = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence}
+    spec = dataclasses.replace(spec, **{k: v for k, v in chosen.items() if v is not None})
+    result = final.rank_tasks(data.tasks(groups, spec), spec)
+    written, sections = [], ()
+    if len(groups) == 1:
+        try:
+            scores = uncertainty.load(next(iter(groups.values())), null_as=args.null_as)
+        except GraderError as exc:
+            _log.warning("leaderboard_uncertainty_left_out", reason=str(exc))
+        else:
+            bootstrapped = uncertainty.bootstrap(
+                scores, resamples=spec.resamples or 1000, seed=spec.seed, confidence=spec.confidence
+            )
+            written += uncertainty_report.write(args.output, bootstrapped)
+            sections = (uncertainty_report.html_section(bootstrapped, *_uncertainty_pngs(args.output)),)
+    written += final_report.write(args.output, result, sections)
     print(
-        json.dumps({"submissions": len(scores.names), "cases": len(scores.cases), "written": [str(p) for p in written]}),
+        json.dumps(
+            {
+                "submissions": len(result.algorithms),
+                "tasks": len(result.results),
+                "winner": [result.algorithms[i] for i in result.order if result.rank[i] == 1],
+                "written": [str(p) for p in written],
+            }
+        ),
         flush=True,
     )
+    return EXIT_OK
+
+
+def _uncertainty_pngs(folder: Path) -> tuple[bytes, bytes]:
+    from evaluation.organizer.ranking.uncertainty_report import PAIRWISE_PNG, RANKING_PNG
+
+    return (folder / RANKING_PNG).read_bytes(), (folder / PAIRWISE_PNG).read_bytes()
+
+
+def _sensitivity(args) -> int:
+    from evaluation.organizer.ranking import sensitivity
+
+    result = sensitivity.run(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    changed = {v["variant"]: v.get("changed", v.get("error")) for v in result["variants"]}
+    print(json.dumps({"submissions": len(result["submissions"]), "changed": changed}), flush=True)
     return EXIT_OK
 
 
@@ -101,7 +191,7 @@ def _rasterize(args) -> int:
     return EXIT_OK
 
 
-RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize}
+RUN = {"rescore": _rescore, "rank": _rank, "sensitivity": _sensitivity, "rasterize": _rasterize}
 
 
 def main(argv=None) -> int:

@@ -80,8 +80,11 @@ def listing(path: Path) -> list:
     return rows
 
 
-def phase_fingerprint(phase_folder: Path) -> str:
-    return _digest({"grader": __version__, "phase": listing(phase_folder)})
+def phase_fingerprint(phase_folder: Path, overrides: dict | None = None) -> str:
+    """The grader version and the phase folder's listing, and options replaced on the command
+    line if any (``rescore(overrides=...)``)."""
+    found = {"grader": __version__, "phase": listing(phase_folder)}
+    return _digest({**found, "overrides": overrides} if overrides else found)
 
 
 def unit_id(phase_fp: str, submission_fp: str, suite: str, key: str, payload: dict) -> str:
@@ -283,7 +286,9 @@ def ranked(entries: list[Entry], key: str, higher_is_better: bool) -> list[tuple
     return rows + [(None, e) for e in rest]
 
 
-def write_leaderboard(output: Path, suite: Suite, phase_folder: Path, entries: list[Entry]) -> list[dict]:
+def write_leaderboard(
+    output: Path, suite: Suite, phase_folder: Path, entries: list[Entry], overrides: dict | None = None
+) -> list[dict]:
     rows = [
         {
             "rank": rank,
@@ -300,6 +305,7 @@ def write_leaderboard(output: Path, suite: Suite, phase_folder: Path, entries: l
         "ranking": suite.ranking,
         "higher_is_better": suite.higher_is_better,
         "phase": str(phase_folder),
+        **({"overrides": overrides} if overrides else {}),
         "rows": rows,
     }
     report.write_atomic(output / f"{LEADERBOARD}.json", report.json_bytes(table))
@@ -419,15 +425,24 @@ def _collect(future, entry: Entry, key: str) -> None:
 
 
 def rescore(
-    phase_folder: Path, submissions: Path, output: Path, scheduler: str | None = None, workers: int | None = None
+    phase_folder: Path,
+    submissions: Path,
+    output: Path,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    overrides: dict | None = None,
 ) -> dict:
-    """Score every submission in ``submissions``; returns the run's summary."""
+    """Score every submission in ``submissions``; returns the run's summary. ``overrides``
+    replaces phase options (``sensitivity`` re-scores under other definitions); they are part
+    of the fingerprint and recorded in the leaderboard."""
     started = time.monotonic()
     phase = phases.load(phase_folder)
+    if overrides:
+        phase = phases.with_options(phase, overrides)
     suite = suites.get(phase.suite)
     if phase.option("case_time_limit_s"):
         _log.warning("time_limit_not_enforced", reason="Dask tasks cannot be stopped; case_time_limit_s is ignored")
-    phase_fp = phase_fingerprint(phase_folder)
+    phase_fp = phase_fingerprint(phase_folder, overrides)
     state = output / STATE_DIR
     entries = discover(submissions, output)
     todo = [e for e in entries if not load_finished(e, phase_fp)]
@@ -455,7 +470,7 @@ def rescore(
                     finish(entry, suite, phase, phase_fp)
     finally:
         dask.close()
-    write_leaderboard(output, suite, phase_folder, entries)
+    write_leaderboard(output, suite, phase_folder, entries, overrides)
     summary = {
         "submissions": len(entries),
         **{status: sum(e.status == status for e in entries) for status in (SCORED, FAILED, REJECTED, ERROR)},

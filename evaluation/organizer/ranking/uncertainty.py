@@ -56,7 +56,7 @@ class Scores:
 # Loading
 
 
-def _record_files(path: Path) -> list[tuple[str, Path]]:
+def record_files(path: Path) -> list[tuple[str, Path]]:
     """(submission name, file with its case scores) for one input path."""
     if path.is_dir() and (path / LEADERBOARD_FILE).is_file():  # a rescore output folder
         rows = json.loads((path / LEADERBOARD_FILE).read_text())["rows"]
@@ -71,7 +71,7 @@ def _record_files(path: Path) -> list[tuple[str, Path]]:
     raise GraderError(f"{path}: expected a rescore output folder, a submission's result folder, case_scores.json or metrics.json")
 
 
-def _read_record(name: str, path: Path) -> dict:
+def read_record(name: str, path: Path) -> dict:
     """The case scores of one submission: ``case_scores.json``, or a metrics.json that holds
     ``case_scores`` itself or has ``case_scores.json`` beside it."""
     if path.name == "metrics.json" and not _has_case_scores(path) and (path.parent / CASE_SCORES_FILE).is_file():
@@ -96,13 +96,13 @@ def load(inputs: list[Path], null_as: float | None = None) -> Scores:
     """Case scores of every submission named by ``inputs``. All must share the suite's ranking
     key, its direction and one set of cases; a null case score is refused unless ``null_as``
     gives the value to use."""
-    files = [item for path in inputs for item in _record_files(Path(path))]
+    files = [item for path in inputs for item in record_files(Path(path))]
     if len(files) < 2:
         raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}")
     names = [name for name, _ in files]
     if len(set(names)) != len(names):
         raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
-    records = [_read_record(name, path) for name, path in files]
+    records = [read_record(name, path) for name, path in files]
     first = records[0]
     ranking, higher = first.get("ranking", "score"), first.get("higher_is_better", True)
     cases = sorted(first["case_scores"])

@@ -23,22 +23,40 @@ def _labels(result: dict) -> list[str]:
 
 def rank_plot(result: dict) -> bytes:
     """Blob plot: submissions in leaderboard order along x, rank along y (1 at the top)."""
-    plt = figures.pyplot()
     subs = result["submissions"]
-    n = len(subs)
+    level = int(round(result["confidence"] * 100))
+    return blob_plot(
+        _labels(result),
+        [s["rank_frequencies"] for s in subs],
+        [s["rank_median"] for s in subs],
+        [s["rank_ci"] for s in subs],
+        title=f"Rank distribution over {result['resamples']} bootstrap resamples of {result['cases']} cases\n"
+        f"dot: median rank, bar: {level} % interval, area and colour: share of resamples",
+        xlabel=f"submission (by leaderboard rank on {result['ranking']})",
+        ylabel="rank in bootstrap resamples (1 = best)",
+        share="share of resamples",
+    )
+
+
+def blob_plot(labels, frequencies, medians, intervals, title: str, xlabel: str, ylabel: str, share: str) -> bytes:
+    """challengeR's blob plot (``stabilityByTask``, ``stability.ranked.list``): one column per
+    submission, a bubble per rank it takes (area and colour: the share of draws at that rank),
+    the median (dot) and the interval (bar); the dotted diagonal is "rank = place"."""
+    plt = figures.pyplot()
+    n = len(labels)
     figure, axes = plt.subplots(figsize=(max(6.0, 0.38 * n + 2.5), max(4.0, 0.3 * n + 2.0)))
-    xs, ys, share = [], [], []
-    for x, s in enumerate(subs):
-        for rank, frequency in s["rank_frequencies"].items():
+    xs, ys, shares = [], [], []
+    for x, found in enumerate(frequencies):
+        for rank, frequency in found.items():
             xs.append(x)
-            ys.append(int(rank))
-            share.append(frequency)
-    share = np.asarray(share)
+            ys.append(float(rank))
+            shares.append(frequency)
+    shares = np.asarray(shares)
     blobs = axes.scatter(
         xs,
         ys,
-        s=share * _BLOB_AREA,
-        c=share,
+        s=shares * _BLOB_AREA,
+        c=shares,
         cmap="viridis_r",
         vmin=0,
         vmax=1,
@@ -47,25 +65,21 @@ def rank_plot(result: dict) -> bytes:
         linewidths=0.3,
         zorder=2,
     )
-    for x, s in enumerate(subs):
-        axes.vlines(x, *s["rank_ci"], color="black", linewidth=1.2, zorder=3)
-        axes.plot(x, s["rank_median"], "o", color="black", markersize=3.5, zorder=4)
+    for x, (median, interval) in enumerate(zip(medians, intervals)):
+        axes.vlines(x, *interval, color="black", linewidth=1.2, zorder=3)
+        axes.plot(x, median, "o", color="black", markersize=3.5, zorder=4)
+    top = max([n, *ys])
     axes.plot([-0.5, n - 0.5], [0.5, n + 0.5], color="grey", linewidth=0.6, linestyle=":", zorder=1)
     axes.set_xlim(-0.6, n - 0.4)
-    axes.set_ylim(n + 0.6, 0.4)
-    axes.set_xticks(range(n), _labels(result), rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center", fontsize=9)
-    step = max(1, n // 20)
-    axes.set_yticks(range(1, n + 1, step))
-    axes.set_ylabel("rank in bootstrap resamples (1 = best)")
-    axes.set_xlabel(f"submission (by leaderboard rank on {result['ranking']})")
-    level = int(round(result["confidence"] * 100))
-    axes.set_title(
-        f"Rank distribution over {result['resamples']} bootstrap resamples of {result['cases']} cases\n"
-        f"dot: median rank, bar: {level} % interval, area and colour: share of resamples",
-        fontsize=10,
-    )
+    axes.set_ylim(top + 0.6, 0.4)
+    axes.set_xticks(range(n), labels, rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center", fontsize=9)
+    step = max(1, int(top) // 20)
+    axes.set_yticks(range(1, int(top) + 1, step))
+    axes.set_ylabel(ylabel)
+    axes.set_xlabel(xlabel)
+    axes.set_title(title, fontsize=10)
     axes.grid(True, color="#dddddd", linewidth=0.5, zorder=0)
-    figure.colorbar(blobs, ax=axes, fraction=0.03, pad=0.02, label="share of resamples")
+    figure.colorbar(blobs, ax=axes, fraction=0.03, pad=0.02, label=share)
     return figures.png(figure)
 
 
