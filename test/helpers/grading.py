@@ -46,7 +46,26 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict 
         *extra,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, cwd=ROOT)
+    _keep_for_conformance(output)
     return Run(done.returncode, done.stdout, done.stderr, output)
+
+
+_KEPT: dict[str, int] = {}
+
+
+def _keep_for_conformance(output: Path) -> None:
+    """With EVALUATION_CONFORMANCE_DUMP set (conformance.sh, lock.sh: the kits run inside the
+    image), each run's metrics.json is kept as DUMP/<test id>#<n>/metrics.json, so that two
+    images' runs can be compared value by value (``python -m evaluation compare``)."""
+    dump = os.environ.get("EVALUATION_CONFORMANCE_DUMP")
+    if not dump or not (output / "metrics.json").is_file():
+        return
+    module, _, test = os.environ.get("PYTEST_CURRENT_TEST", "run").rsplit(" ", 1)[0].partition("::")
+    name = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in f"{Path(module).stem}.{test}")
+    _KEPT[name] = _KEPT.get(name, 0) + 1
+    target = Path(dump) / f"{name}#{_KEPT[name]}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "metrics.json").write_bytes((output / "metrics.json").read_bytes())
 
 
 def validate_metrics(document: dict) -> None:
