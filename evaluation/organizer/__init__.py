@@ -2,4 +2,4 @@
 submissions on Dask), ``rank`` (ranking uncertainty) and ``rasterize`` (tomo_foam's build-time
 label volumes), all as ``python -m evaluation <command>`` (``organizer.commands``)."""
 
-COMMANDS = ("rescore", "rank", "rasterize")
+COMMANDS = ("rescore", "rank", "rasterize", "fingerprint", "compare")

@@ -61,6 +61,13 @@ def parse_args(argv) -> argparse.Namespace:
     )
     rank.add_argument("--log-level", default=None)
 
+    fingerprint = commands.add_parser(
+        "fingerprint",
+        help="hash a phase folder's files once and cache the hashes in it (image build time, or before making a platform's tarball)",
+    )
+    fingerprint.add_argument("phase_dir", type=Path)
+    fingerprint.add_argument("--log-level", default=None)
+
     raster = commands.add_parser(
         "rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)"
     )
@@ -101,7 +108,19 @@ def _rasterize(args) -> int:
     return EXIT_OK
 
 
-RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize}
+def _fingerprint(args) -> int:
+    import time
+
+    from evaluation import provenance
+
+    started = time.monotonic()
+    found = provenance.phase_fingerprint(args.phase_dir)
+    found.pop("groups")
+    print(json.dumps({**found, "seconds": round(time.monotonic() - started, 3)}), flush=True)
+    return EXIT_OK
+
+
+RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize, "fingerprint": _fingerprint}
 
 
 def main(argv=None) -> int:
