@@ -44,7 +44,11 @@ def check(dump: Path, recorded_file: Path) -> list[str]:
     found, recorded = digests(dump), json.loads(recorded_file.read_text())
     problems = [f"{name}: not run" for name in sorted(set(recorded) - set(found))]
     problems += [f"{name}: not in {recorded_file.name}" for name in sorted(set(found) - set(recorded))]
-    problems += [f"{name}: values differ from the locked image's" for name in sorted(set(found) & set(recorded)) if found[name] != recorded[name]]
+    problems += [
+        f"{name}: values differ from the locked image's"
+        for name in sorted(set(found) & set(recorded))
+        if found[name] != recorded[name]
+    ]
     return problems
 
 

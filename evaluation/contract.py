@@ -155,3 +155,27 @@ class Suite:
 
     def summarize(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         raise NotImplementedError
+
+    # A phase's private cases (``private_cases``) are scored with the others and summarised
+    # apart: ``summarize`` on the plan restricted to the public cases, then to the private
+    # ones. A case is what metrics.json's ``case`` is keyed by.
+
+    def case_of(self, task: Task) -> str:
+        """The case ``task`` scores (by default its key: one task per case)."""
+        return task.key
+
+    def cases(self, plan: Plan) -> list[str]:
+        """Every case of the phase's truth in ``plan``, scored or not: what ``private_cases``
+        chooses from (a suite whose plan also holds cases without a task overrides this)."""
+        return sorted({self.case_of(task) for task in plan.tasks})
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        """``plan`` as if the truth held only ``cases``: the tasks of those cases (a suite whose
+        context also lists cases overrides this)."""
+        return Plan([task for task in plan.tasks if self.case_of(task) in cases], plan.context)
+
+    def definitions(self, phase: "Phase") -> dict[str, dict]:
+        """Where each leaderboard metric's definition comes from, for the results' provenance:
+        ``{metric: {"source": "reference" | "library" | "suite", ...}}`` with the repository
+        and commit (or library and version) and the function that defines it."""
+        return {}

@@ -68,7 +68,9 @@ def _git_commit() -> str | None:
         return None
     try:
         head = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(SOURCE_ROOT), "status", "--porcelain"], capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(
+            ["git", "-C", str(SOURCE_ROOT), "status", "--porcelain"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if head.returncode != 0:
@@ -103,7 +105,11 @@ def build() -> dict:
 
 def _direct_dependencies() -> set[str]:
     try:
-        return {_normalise(re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0]) for r in metadata.requires("evaluation") or [] if "extra ==" not in r}
+        return {
+            _normalise(re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0])
+            for r in metadata.requires("evaluation") or []
+            if "extra ==" not in r
+        }
     except metadata.PackageNotFoundError:
         return set()
 
@@ -119,7 +125,14 @@ def stamp(commit: str, lock: Path) -> Path:
     """Write ``build.json`` (image build time): the commit and the lock the install came from."""
     text = lock.read_text()
     BUILD_FILE.write_text(
-        json.dumps({"commit": None if commit in ("", "unknown") else commit, "lock_sha256": _sha256_bytes(text.encode()), "pins": lock_pins(text)}, indent=1)
+        json.dumps(
+            {
+                "commit": None if commit in ("", "unknown") else commit,
+                "lock_sha256": _sha256_bytes(text.encode()),
+                "pins": lock_pins(text),
+            },
+            indent=1,
+        )
         + "\n"
     )
     return BUILD_FILE
@@ -156,7 +169,10 @@ def _content_hash(path: Path) -> str:
 
 def _cache_paths(folder: Path) -> list[Path]:
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return [folder / CACHE_NAME, home / "evaluation" / "fingerprints" / f"{_sha256_bytes(str(folder.resolve()).encode())[:32]}.json"]
+    return [
+        folder / CACHE_NAME,
+        home / "evaluation" / "fingerprints" / f"{_sha256_bytes(str(folder.resolve()).encode())[:32]}.json",
+    ]
 
 
 def _read_cache(folder: Path) -> dict:
@@ -234,12 +250,20 @@ def document(phase, suite, definitions: dict, reference: dict | None, fingerprin
     """The ``provenance`` node of metrics.json, from the phase's fingerprint (computed once
     per run). With ``sealed`` (hidden or private cases) the per-folder digests, which name the
     truth's files, are left out."""
+    options = options_in_force(phase)
     if sealed:
         fingerprint = {k: v for k, v in fingerprint.items() if k != "groups"}
+        if "private_cases" in options:  # which cases are private is the organizer's to know
+            options["private_cases"] = {"sha256": digest(options["private_cases"])}
     return {
         "grader": build(),
-        "phase": {"fingerprint": fingerprint, "options": options_in_force(phase)},
-        "suite": {"name": suite.name, "ranking": suite.ranking, "higher_is_better": suite.higher_is_better, "reference": reference},
+        "phase": {"fingerprint": fingerprint, "options": options},
+        "suite": {
+            "name": suite.name,
+            "ranking": suite.ranking,
+            "higher_is_better": suite.higher_is_better,
+            "reference": reference,
+        },
         "definitions": definitions,
     }
 

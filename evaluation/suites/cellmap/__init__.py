@@ -17,7 +17,9 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 - ``scoring`` (one task) and ``aggregate`` (the result).
 """
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+import dataclasses
+
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -47,3 +49,18 @@ class CellMap(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])
+
+    def case_of(self, task: Task) -> str:
+        return task.payload.crop
+
+    def cases(self, plan: Plan) -> list[str]:
+        """Every truth crop: submitted labels are tasks, the others fixed entries."""
+        return sorted({*plan.context.fixed, *(task.payload.crop for task in plan.tasks)}, key=inputs.crop_order)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        context = plan.context
+        fixed = {crop: labels for crop, labels in context.fixed.items() if crop in cases}
+        return Plan([t for t in plan.tasks if t.payload.crop in cases], dataclasses.replace(context, fixed=fixed))
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        return aggregate.definitions(Options.from_phase(phase), VERSIONS[Options.from_phase(phase).version])

@@ -20,7 +20,7 @@ from evaluation.submission import Submission
 from evaluation.suites import register
 from evaluation.suites.segmentation import aggregate, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
-from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
+from evaluation.suites.segmentation.options import FAMILY, LIBRARIES, Options, higher_is_better
 from evaluation.suites.segmentation.scoring import score_case
 
 _log = log.get(__name__)
@@ -63,6 +63,11 @@ def warm_up_every_definition() -> None:
         warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
 
 
+def _missing(truth, files: dict) -> int:
+    """Truth cases without a prediction: skipped, or scored as an empty prediction."""
+    return len(truth) - len(files) + sum(f is None for f in files.values())
+
+
 @register
 class Segmentation(Suite):
     name = "segmentation"
@@ -91,12 +96,30 @@ class Segmentation(Suite):
         ]
         warm_up(options)
         _log.info("segmentation_plan", cases=len(cases), classes=len(options.classes))
-        context = {
-            "options": options,
-            "files": files,
-            "missing": len(truth) - len(cases) + sum(f is None for f in files.values()),
-        }
+        context = {"options": options, "files": files, "truth": sorted(truth), "missing": _missing(truth, files)}
         return Plan(tasks=tasks, context=context)
+
+    def cases(self, plan: Plan) -> list[str]:
+        return list(plan.context["truth"])
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        truth = [case for case in plan.context["truth"] if case in cases]
+        files = {case: file for case, file in plan.context["files"].items() if case in cases}
+        context = {**plan.context, "truth": truth, "files": files, "missing": _missing(truth, files)}
+        return Plan([t for t in plan.tasks if t.key in cases], context)
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        """Each metric follows its family's library (``definition``/``definitions``)."""
+        options = Options.from_phase(phase)
+        found = {}
+        for metric in options.metrics:
+            library = options.definitions[FAMILY.get(metric, "overlap")]
+            found[metric] = {
+                "source": "library",
+                "library": REFERENCE[library],
+                "function": f"its {FAMILY.get(metric, 'overlap')} family (docs/suites/segmentation.md, definitions table)",
+            }
+        return found
 
     def score(self, payload: CaseTask) -> dict:
         return score_case(payload)
