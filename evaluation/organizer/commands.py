@@ -3,8 +3,9 @@
 They are for running a leaderboard, not for the platforms: ``rescore`` scores many submissions
 against one phase on a Dask cluster (``organizer.rescore``), ``rank`` measures how certain the
 resulting ranking is (``organizer.ranking``); both need the ``ops`` extra
-(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``rasterize`` precomputes a
-tomo_foam phase's label volumes when the image is built. Exit status: 0 done, 1 an error (the
+(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``compare`` explains what
+changed between two re-scores (``organizer.compare``). ``rasterize`` precomputes a tomo_foam
+phase's label volumes and ``fingerprint`` hashes a phase's files once, when the image is built. Exit status: 0 done, 1 an error (the
 last stderr line says which), or for ``rescore`` some unit that a re-run would try again (an
 internal error or a worker that kept dying).
 """
@@ -43,7 +44,29 @@ def parse_args(argv) -> argparse.Namespace:
         help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)",
     )
     rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
+    rescore.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="OLD",
+        help="an earlier rescore output: write OUT/changelog.* (see 'compare')",
+    )
+    rescore.add_argument("--tolerance", type=float, default=0.0, help="with --compare: smallest move reported (default 0: any)")
     rescore.add_argument("--log-level", default=None)
+
+    compare = commands.add_parser(
+        "compare", help="what changed between two rescore outputs (or two metrics.json files), and why: changelog.json/.csv/.html"
+    )
+    compare.add_argument("old", type=Path, help="the earlier rescore output folder or metrics.json")
+    compare.add_argument("new", type=Path, help="the later one")
+    compare.add_argument("--output", type=Path, required=True, help="receives changelog.json, changelog.csv, changelog.html")
+    compare.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="smallest absolute move reported (default 0: every value that is not identical)",
+    )
+    compare.add_argument("--log-level", default=None)
 
     rank = commands.add_parser("rank", help="bootstrap ranking uncertainty over cases")
     rank.add_argument(
@@ -83,6 +106,10 @@ def _rescore(args) -> int:
     from evaluation.organizer.rescore import rescore
 
     summary = rescore(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    if args.compare is not None:
+        from evaluation.organizer.compare import compare
+
+        summary["changelog"] = compare(args.compare, args.output, args.output, args.tolerance)
     print(json.dumps(summary), flush=True)
     return EXIT_INTERNAL if summary["retry"] else EXIT_OK
 
@@ -97,6 +124,13 @@ def _rank(args) -> int:
         json.dumps({"submissions": len(scores.names), "cases": len(scores.cases), "written": [str(p) for p in written]}),
         flush=True,
     )
+    return EXIT_OK
+
+
+def _compare(args) -> int:
+    from evaluation.organizer.compare import compare
+
+    print(json.dumps(compare(args.old, args.new, args.output, args.tolerance)), flush=True)
     return EXIT_OK
 
 
@@ -120,7 +154,7 @@ def _fingerprint(args) -> int:
     return EXIT_OK
 
 
-RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize, "fingerprint": _fingerprint}
+RUN = {"rescore": _rescore, "rank": _rank, "rasterize": _rasterize, "fingerprint": _fingerprint, "compare": _compare}
 
 
 def main(argv=None) -> int:
