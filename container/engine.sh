@@ -23,6 +23,6 @@ CONFORMANCE_TAG="${IMAGE_NAME}:$(project_version)-conformance"
 # run's metrics.json kept in DUMP (test/helpers/grading.py); the exit status is pytest's.
 run_conformance() {
   mkdir -p "$3"
-  "$1" run --rm --network none -v "$PWD/test:/conformance/test:ro" -v "$PWD/pyproject.toml:/conformance/pyproject.toml:ro" \
+  "$1" run --rm --network none -v "$PWD/test:/conformance/test:ro" -v "$PWD/pyproject.toml:/conformance/pyproject.toml:ro" -v "$PWD/schemas:/conformance/schemas:ro" \
     -v "$3:/dump" -e EVALUATION_CONFORMANCE_DUMP=/dump "$2"
 }

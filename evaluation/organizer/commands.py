@@ -82,6 +82,9 @@ def parse_args(argv) -> argparse.Namespace:
     rank.add_argument(
         "--null-as", type=float, default=None, help="value for a case score that is null (default: refuse such input)"
     )
+    rank.add_argument(
+        "--private", action="store_true", help="rank by the private cases' scores (a rescore of a phase with private_cases)"
+    )
     rank.add_argument("--log-level", default=None)
 
     fingerprint = commands.add_parser(
@@ -117,7 +120,7 @@ def _rescore(args) -> int:
 def _rank(args) -> int:
     from evaluation.organizer import ranking, ranking_report
 
-    scores = ranking.load(args.inputs, null_as=args.null_as)
+    scores = ranking.load(args.inputs, null_as=args.null_as, private=args.private)
     result = ranking.bootstrap(scores, resamples=args.resamples, seed=args.seed, confidence=args.confidence)
     written = ranking_report.write(args.output, result)
     print(

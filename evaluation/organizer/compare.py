@@ -95,12 +95,12 @@ def moved_values(old: dict, new: dict, tolerance: float) -> list[dict]:
     """Per case (and ``aggregates``), the values that moved: appeared, vanished or changed by
     more than ``tolerance``."""
     found = []
-    for section in ("case", "aggregates"):
+    for section in ("aggregates", "case"):
         before, after = old.get(section) or {}, new.get(section) or {}
         groups = sorted(set(before) | set(after)) if section == "case" else [None]
         for group in groups:
-            a = dict(leaves(before.get(group) if group is not None else before))
-            b = dict(leaves(after.get(group) if group is not None else after))
+            a = dict(leaves(before.get(group, {}) if group is not None else before))
+            b = dict(leaves(after.get(group, {}) if group is not None else after))
             moves = [
                 _move("/".join(p), a.get(p), b.get(p))
                 for p in sorted(set(a) | set(b))
