@@ -137,6 +137,7 @@ class Result:
     leaderboard: dict[str, float] = field(default_factory=dict)
     case_scores: dict[str, float] = field(default_factory=dict)
     files: dict[str, dict | str | bytes] = field(default_factory=dict)
+    census: dict | None = None  # set from Suite.census: metrics.json's ``census``
 
 
 class Suite:
@@ -174,8 +175,28 @@ class Suite:
         context also lists cases overrides this)."""
         return Plan([task for task in plan.tasks if self.case_of(task) in cases], plan.context)
 
+    def census(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict | None:
+        """How many cases hit each empty-mask / undefined-value rule, and the leaderboard
+        value under each alternative policy the suite offers that the outcomes determine
+        (``census``); None when the suite has no such rule."""
+        return None
+
     def definitions(self, phase: "Phase") -> dict[str, dict]:
         """Where each leaderboard metric's definition comes from, for the results' provenance:
         ``{metric: {"source": "reference" | "library" | "suite", ...}}`` with the repository
         and commit (or library and version) and the function that defines it."""
         return {}
+
+
+def census(unit: str, rules: dict[str, int], ranking: str, alternatives: dict[str, tuple[object, dict]] | None = None) -> dict:
+    """A suite's census in the one shape metrics.json has: ``rules`` counts ``unit``s (cases,
+    (case, class) pairs, ...) per rule; ``alternatives`` maps each policy option to the value
+    in force and the leaderboard value (``ranking``) under each of its values."""
+    return {
+        "unit": unit,
+        "rules": dict(rules),
+        "ranking": ranking,
+        "alternatives": {
+            option: {"in_force": in_force, "values": values} for option, (in_force, values) in (alternatives or {}).items()
+        },
+    }

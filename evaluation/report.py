@@ -51,6 +51,7 @@ def metrics_document(
         "suite": suite_name,
         **metrics,
         "leaderboard": dict(result.leaderboard),
+        **({"census": result.census} if getattr(result, "census", None) is not None else {}),
         **({} if publish_cases else {"cases_withheld": True}),
         "failures": [
             {"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}

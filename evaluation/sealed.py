@@ -62,19 +62,25 @@ def summarize(suite: Suite, phase, plan: Plan, outcomes: dict[str, Outcome]) -> 
     """The suite's summaries of the public and of the private cases (one, without private cases)."""
     private = private_cases(phase.option("private_cases"), suite.cases(plan))
     if not private:
-        return Summaries(suite.summarize(phase, plan, outcomes), outcomes)
+        return Summaries(_summarize(suite, phase, plan, outcomes), outcomes)
     everything = set(suite.cases(plan))
     public_plan = suite.restrict(plan, everything - set(private))
     private_plan = suite.restrict(plan, set(private))
     public_outcomes = {t.key: outcomes[t.key] for t in public_plan.tasks}
     private_outcomes = {t.key: outcomes[t.key] for t in private_plan.tasks if t.key not in public_outcomes}
     return Summaries(
-        public=suite.summarize(phase, public_plan, public_outcomes),
+        public=_summarize(suite, phase, public_plan, public_outcomes),
         public_outcomes=public_outcomes,
-        private=suite.summarize(phase, private_plan, {t.key: outcomes[t.key] for t in private_plan.tasks}),
+        private=_summarize(suite, phase, private_plan, {t.key: outcomes[t.key] for t in private_plan.tasks}),
         private_outcomes=private_outcomes,
         private_cases=private,
     )
+
+
+def _summarize(suite: Suite, phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    result = suite.summarize(phase, plan, outcomes)
+    result.census = suite.census(phase, plan, outcomes, result)
+    return result
 
 
 def sealed_failures(summaries: Summaries) -> list[dict]:
@@ -94,6 +100,7 @@ def private_document(suite: Suite, summaries: Summaries, provenance: dict) -> di
         "case_scores": result.case_scores,
         "case": result.metrics.get("case", {}),
         "aggregates": {**result.metrics.get("aggregates", {}), "ranking_ci": report.ranking_interval(result.case_scores)},
+        **({"census": result.census} if result.census is not None else {}),
         "failures": [{"case": o.key, "kind": o.kind, "message": o.message} for o in failures],
         "provenance": provenance,
     }

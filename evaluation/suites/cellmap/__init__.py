@@ -18,8 +18,9 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 """
 
 import dataclasses
+from collections import Counter
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -52,6 +53,16 @@ class CellMap(Suite):
 
     def case_of(self, task: Task) -> str:
         return task.payload.crop
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        """(crop, label) pairs by the rule that gave their entry other than scoring it: not
+        submitted (``missing``: zero scores, the capped distance), failed, or a pathological
+        status (too many instances, matching given up: the reference's own scores)."""
+        statuses = Counter(
+            entry.get("status", "scored") for labels in result.metrics["case"].values() for entry in labels.values()
+        )
+        statuses.pop("scored", None)
+        return census("(crop, label) pairs", statuses, self.ranking)
 
     def cases(self, plan: Plan) -> list[str]:
         """Every truth crop: submitted labels are tasks, the others fixed entries."""

@@ -22,8 +22,9 @@ batch in a worker), ``aggregate`` (metrics.json, summary.json, leaderboard), ``r
 """
 
 import dataclasses
+import math
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, census
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -57,6 +58,22 @@ class Multiclass(Suite):
         )
         result.files.update({"report.txt": text, "report.html": report.as_html(text)})
         return result
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        """(case, class) pairs whose Dice is undefined (the class in neither mask: NaN, left
+        out of nnU-Net's NaN-ignoring class means), and the cases scored without a prediction
+        or skipped (``missing_cases``), for the ranked model."""
+        undefined = sum(
+            not isinstance(value, (int, float)) or not math.isfinite(value)
+            for entry in result.metrics.get("case", {}).values()
+            if isinstance(entry.get("Dice"), dict)
+            for value in entry["Dice"].values()
+        )
+        rules = {
+            "Dice undefined (class in neither mask)": undefined,
+            "case without prediction": result.metrics["aggregates"].get("n_missing_images", 0),
+        }
+        return census("(case, class) pairs; cases", rules, self.ranking)
 
     def cases(self, plan: Plan) -> list[str]:
         return sorted({case for info in plan.context.layout.values() for case in info.cases})

@@ -18,7 +18,7 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, report
+from evaluation.suites.segmentation import aggregate, census, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.options import FAMILY, LIBRARIES, Options, higher_is_better
 from evaluation.suites.segmentation.scoring import score_case
@@ -101,6 +101,11 @@ class Segmentation(Suite):
 
     def cases(self, plan: Plan) -> list[str]:
         return list(plan.context["truth"])
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        options = plan.context["options"]
+        scored, _ = aggregate.split(outcomes, {case: case for case in plan.context["files"]})
+        return census.census(options, scored)
 
     def restrict(self, plan: Plan, cases: set[str]) -> Plan:
         truth = [case for case in plan.context["truth"] if case in cases]

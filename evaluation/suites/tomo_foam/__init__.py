@@ -42,6 +42,9 @@ class TomoFoam(Suite):
     def cases(self, plan: Plan) -> list[str]:
         return list(plan.context)
 
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        return aggregate.census(plan.context, outcomes, Options.from_phase(phase).harm_mean_of)
+
     def restrict(self, plan: Plan, cases: set[str]) -> Plan:
         return Plan([t for t in plan.tasks if t.key in cases], [name for name in plan.context if name in cases])
 

@@ -41,6 +41,9 @@ class TomoFuelCell(Suite):
     def cases(self, plan: Plan) -> list[str]:
         return list(plan.context.steps)
 
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        return aggregate.census(plan.context, outcomes, Options.from_phase(phase).empty_region)
+
     def restrict(self, plan: Plan, cases: set[str]) -> Plan:
         steps = tuple(step for step in plan.context.steps if step in cases)
         return Plan([t for t in plan.tasks if t.key in cases], dataclasses.replace(plan.context, steps=steps))
