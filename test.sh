@@ -24,7 +24,8 @@ user=$("$engine" image inspect --format '{{.Config.User}}' "$IMAGE_TAG")
 case "${user%%:*}" in ""|root|0) echo "FAIL: $IMAGE_TAG runs as root ('$user'); Grand-Challenge refuses it" >&2; exit 1 ;; esac
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"; "$engine" rmi -f evaluation-grand-challenge-runtime >/dev/null 2>&1 || true' EXIT
+runtime="${IMAGE_NAME}-grand-challenge-runtime"  # per IMAGE_NAME: engineers sharing an engine do not remove each other's
+trap 'rm -rf "$work"; "$engine" rmi -f "$runtime" >/dev/null 2>&1 || true' EXIT
 here=$(pwd)
 scenarios=$here/container/scenarios
 failures=0
@@ -81,7 +82,7 @@ codabench() {  # codabench NAME COMMAND...
   printf 'submitted-by: example\nexitCode: 0\n' > "$root/input/res/metadata"
   local security=(--security-opt no-new-privileges)
   [ "$engine" = podman ] && security=(--security-opt label=disable)
-  run "$name" 0 --name "scoring_$name" --workdir /app/program \
+  run "$name" 0 --name "scoring_${IMAGE_NAME}_$name" --workdir /app/program \
     --cap-drop AUDIT_WRITE,CHOWN,DAC_OVERRIDE,FOWNER,FSETID,KILL,MKNOD,NET_BIND_SERVICE,NET_RAW,SETFCAP,SETGID,SETPCAP,SETUID,SYS_CHROOT \
     "${security[@]}" -e PYTHONUNBUFFERED=1 -e http_proxy= -e https_proxy= \
     -v "$root/program:/app/program" -v "$root/output:/app/output" -v "$root/data:/app/data:ro" \
@@ -118,7 +119,7 @@ codabench codabench-bare python3 -m evaluation --input /app/input --output /app/
 # platform's image rewrite and sagemaker-shim, played from their source). The default
 # evaluation instance: 2 vCPUs, 8 GB, RLIMIT_DATA 7168 MiB; no network.
 original() { "$engine" image inspect --format "{{json .Config.$1}}" "$IMAGE_TAG" | base64 -w0; }
-"$engine" build -q -t evaluation-grand-challenge-runtime --build-arg "IMAGE=$IMAGE_TAG" \
+"$engine" build -q -t "$runtime" --build-arg "IMAGE=$IMAGE_TAG" \
   --build-arg "ORIGINAL_USER=$user" --build-arg "ORIGINAL_ENTRYPOINT_B64J=$(original Entrypoint)" \
   --build-arg "ORIGINAL_CMD_B64J=$(original Cmd)" container/grand-challenge-runtime >/dev/null
 
@@ -129,7 +130,7 @@ grand_challenge() {  # grand_challenge NAME INPUT(folder or zip) GROUND_TRUTH_TA
     -e GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB=7168 -e GRAND_CHALLENGE_COMPONENT_GROUND_TRUTH=/platform/ground-truth.tar.gz \
     -e EMULATION_INPUT="/platform/$(basename "$input")" \
     -v "$input:/platform/$(basename "$input"):ro" -v "$tarball:/platform/ground-truth.tar.gz:ro" -v "$out:/output" \
-    evaluation-grand-challenge-runtime || return 0
+    "$runtime" || return 0
   check_outputs "$name" "$out" "$expected"
   python3 - "$work/$name.stderr" <<'PY' || fail "$name: the logged memory budget exceeds the 7 GiB RLIMIT_DATA"
 import json, sys

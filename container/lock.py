@@ -10,6 +10,8 @@ before anything is installed.
     python3 container/lock.py requirements        the dependency list, one per line (pip-compile's input)
     python3 container/lock.py stamp LOCK          write the digest line at the top of LOCK
     python3 container/lock.py check [LOCK]        exit 1 unless LOCK was made from pyproject's dependencies
+    python container/lock.py installed [LOCK]     exit 1 unless this interpreter has every locked package at its
+                                                  locked version (CI's test environment, after installing the lock)
 """
 
 import hashlib
@@ -72,6 +74,21 @@ def check(lock: Path = LOCK) -> str | None:
     return None
 
 
+def unlocked(lock: Path = LOCK) -> list[str]:
+    """The locked packages this interpreter has at another version (or not at all)."""
+    from importlib import metadata
+
+    found = []
+    for name, version in sorted(pins(lock).items()):
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            installed = None
+        if installed != version:
+            found.append(f"{name} {installed or 'missing'} (locked {version})")
+    return found
+
+
 def main(argv: list[str]) -> int:
     command, *rest = argv or ["check"]
     if command == "requirements":
@@ -86,6 +103,11 @@ def main(argv: list[str]) -> int:
             print(f"lock: {problem}", file=sys.stderr)
             return 1
         return 0
+    if command == "installed":
+        moved = unlocked(Path(rest[0]) if rest else LOCK)
+        for line in moved:
+            print(f"lock: not the locked version: {line}", file=sys.stderr)
+        return 1 if moved else 0
     print(__doc__, file=sys.stderr)
     return 2
 
