@@ -105,7 +105,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         result,
         summaries.public_outcomes,
         publish_cases,
-        made_by(not publish_cases or bool(summaries.private_cases)),
+        made_by(True),
         sealed.sealed_failures(summaries),
     )
     written = report.write(platform.output, document, result.files if publish_cases else {})

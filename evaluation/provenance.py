@@ -146,6 +146,8 @@ def _files(folder: Path) -> list[tuple[str, os.stat_result]]:
     """Every regular file under ``folder`` (links not followed), sorted by relative path; the
     fingerprint cache itself is not part of the phase. ``scandir`` with relative names built
     as strings: 21 k chunk files in 0.3 s."""
+    if not Path(folder).is_dir():
+        return []
     found, pending = [], [("", str(folder))]
     while pending:
         prefix, path = pending.pop()
@@ -247,15 +249,17 @@ def options_in_force(phase) -> dict:
     return {name: phase.option(name) for name in sorted(phases.option_schemas(phase.suite)) if phase.option(name) is not None}
 
 
-def document(phase, suite, definitions: dict, reference: dict | None, fingerprint: dict, sealed: bool = False) -> dict:
-    """The ``provenance`` node of metrics.json, from the phase's fingerprint (computed once
-    per run). With ``sealed`` (hidden or private cases) the per-folder digests, which name the
-    truth's files, are left out."""
+def document(phase, suite, definitions: dict, reference: dict | None, fingerprint: dict, for_participants: bool = True) -> dict:
+    """The ``provenance`` node, from the phase's fingerprint (computed once per run).
+    ``for_participants`` (metrics.json, which a platform may show): the per-folder digests,
+    which name the truth's files, are left out, and the private cases are given as a digest;
+    the organizer's files (rescore's case_scores.json, private-results.json) have them."""
     options = options_in_force(phase)
-    if sealed:
+    if for_participants:
         fingerprint = {k: v for k, v in fingerprint.items() if k != "groups"}
-        if "private_cases" in options:  # which cases are private is the organizer's to know
-            options["private_cases"] = {"sha256": digest(options["private_cases"])}
+        options = {
+            name: {"sha256": digest(value)} if _sealed_option(phase, name, value) else value for name, value in options.items()
+        }
     return {
         "grader": build(),
         "phase": {"fingerprint": fingerprint, "options": options},
@@ -267,6 +271,34 @@ def document(phase, suite, definitions: dict, reference: dict | None, fingerprin
         },
         "definitions": definitions,
     }
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _sealed_option(phase, name: str, value) -> bool:
+    """An option participants see only as a digest: the private cases (which cases are private
+    is the organizer's to know) and any option naming the truth's files (a path in the phase
+    folder, or a path template)."""
+    if name == "private_cases":
+        return True
+    for text in _strings(value):
+        if "{" in text or "/" in text:
+            return True
+        try:
+            if text and (Path(phase.root) / text).exists():
+                return True
+        except (OSError, ValueError):
+            return True
+    return False
 
 
 def main(argv=None) -> int:

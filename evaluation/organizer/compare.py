@@ -22,6 +22,7 @@ from evaluation.errors import GraderError
 from evaluation.organizer.leaderboard import ranked
 
 CHANGELOG = "changelog"  # changelog.json, changelog.csv, changelog.html
+CASE_SCORES_FILE = "case_scores.json"  # rescore's, beside metrics.json
 PHASE_FILE = "phase.yaml"
 
 
@@ -39,12 +40,12 @@ def load(path: Path) -> Side:
     (a rescore output: its leaderboard.json gives the ranks and statuses)."""
     path = Path(path)
     if path.is_file():
-        return Side({path.parent.name or "submission": _read(path)})
+        return Side({path.parent.name or "submission": _with_full_provenance(path)})
     if (path / report.METRICS_FILE).is_file():
-        return Side({path.name: _read(path / report.METRICS_FILE)})
+        return Side({path.name: _with_full_provenance(path / report.METRICS_FILE)})
     if not path.is_dir():
         raise GraderError(f"{path} is neither a metrics.json file nor a folder of results")
-    found = {p.parent.name: _read(p) for p in sorted(path.glob(f"*/{report.METRICS_FILE}"))}
+    found = {p.parent.name: _with_full_provenance(p) for p in sorted(path.glob(f"*/{report.METRICS_FILE}"))}
     side = Side(found)
     table = path / "leaderboard.json"
     if table.is_file():
@@ -54,6 +55,16 @@ def load(path: Path) -> Side:
     if not found and not side.statuses:
         raise GraderError(f"{path} holds no metrics.json (directly or one folder down)")
     return side
+
+
+def _with_full_provenance(path: Path) -> dict:
+    """A metrics.json, with the organizer's provenance from rescore's case_scores.json beside
+    it when there is one (metrics.json leaves out the truth folders' digests)."""
+    metrics = _read(path)
+    beside = path.parent / CASE_SCORES_FILE
+    if beside.is_file() and isinstance(_read(beside).get("provenance"), dict):
+        metrics["provenance"] = _read(beside)["provenance"]
+    return metrics
 
 
 def _read(path: Path) -> dict:

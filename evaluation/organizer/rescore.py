@@ -246,7 +246,7 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
         result,
         summaries.public_outcomes,
         True,
-        made_by(bool(summaries.private_cases)),
+        made_by(True),
         sealed.sealed_failures(summaries),
     )
     report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: scores})
