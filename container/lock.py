@@ -60,14 +60,14 @@ def stamp(lock: Path) -> None:
     lock.write_text("\n".join([STAMP + digest(declared()), *lines]) + "\n", encoding="utf-8")
 
 
-def check(lock: Path = LOCK) -> str | None:
+def check(lock: Path = LOCK, pyproject: Path = PYPROJECT) -> str | None:
     """None when ``lock`` was made from pyproject's current dependencies, else what is wrong."""
     if not lock.is_file():
         return f"{lock.name} is missing; make it with {RENEW}"
     made_from = recorded(lock)
     if made_from is None:
         return f"{lock.name} has no '{STAMP.strip()}' line; renew it with {RENEW}"
-    if made_from != digest(declared()):
+    if made_from != digest(declared(pyproject)):
         return f"pyproject.toml's dependencies changed since {lock.name} was made; renew the lock with {RENEW}"
     if "--hash=" not in lock.read_text(encoding="utf-8"):
         return f"{lock.name} has no hashes; renew it with {RENEW}"

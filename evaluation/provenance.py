@@ -192,14 +192,14 @@ def _read_cache(folder: Path) -> dict:
 def _write_cache(folder: Path, files: dict) -> Path | None:
     content = json.dumps({"format": CACHE_FORMAT, "files": files}, separators=(",", ":")).encode()
     for path in _cache_paths(folder):
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
             temporary.write_bytes(content)
             os.replace(temporary, path)
             return path
         except OSError:
-            continue
+            temporary.unlink(missing_ok=True)
     return None
 
 
