@@ -2,6 +2,8 @@
 #
 #   target grand-challenge (the default): evaluation:latest, evaluation:<version>
 #   target codabench:                     evaluation:codabench, evaluation:<version>-codabench
+#   target conformance:                   evaluation:<version>-conformance (the grand-challenge flavour
+#                                         with pytest beside it, for ./conformance.sh and ./lock.sh)
 #
 # Python comes from the base image's apt (Debian bookworm ships 3.11) into a venv; the package
 # is installed non-editable; the phase in ground-truth/ is baked in at /opt/app/ground-truth
@@ -28,8 +30,9 @@ RUN --mount=type=secret,id=pip_cert \
 COPY pyproject.toml README.md /src/
 COPY schemas /src/schemas
 COPY evaluation /src/evaluation
-# The grader itself without dependencies, then pip check: the locked set satisfies every
-# requirement of pyproject.toml (its upper bounds included). The last steps compile FISBe's,
+# The grader itself without dependencies (its build backend, hatchling, only copies files),
+# then pip check: the locked set satisfies every requirement of pyproject.toml (its upper
+# bounds included). The last steps compile FISBe's,
 # CellMap's and the segmentation suite's numba kernels into the (then read-only) install, so
 # a run never spends seconds compiling.
 RUN --mount=type=secret,id=pip_cert \
@@ -68,6 +71,22 @@ RUN python -m evaluation.provenance stamp --commit "$SOURCE_COMMIT" --lock /opt/
 COPY ground-truth /opt/app/ground-truth
 RUN python -m evaluation fingerprint /opt/app/ground-truth >/dev/null
 
+# The conformance kits (test/test_*_parity.py, mounted at /conformance/test with pyproject.toml)
+# run inside the grader's own install: conformance.sh checks that a rebuild gives every value to
+# the bit (container/conformance-digests.json) and ./lock.sh shows what a new lock moves. pytest
+# lives beside the install (PYTHONPATH), never in it. (Before the platform flavours: the last
+# stage, grand-challenge, stays the default target.)
+FROM python AS conformance-tools
+RUN --mount=type=secret,id=pip_cert \
+    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
+ && python3 -m venv /tmp/tools && /tmp/tools/bin/pip install --no-cache-dir --disable-pip-version-check --target /opt/pytest pytest==9.2.0 pytest-timeout==2.4.0
+
+FROM app AS conformance
+COPY --from=conformance-tools /opt/pytest /opt/pytest
+ENV PYTHONPATH=/opt/pytest
+WORKDIR /conformance
+CMD ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_cellmap_parity.py", "test/test_fisbe_parity.py", "test/test_multiclass_parity.py", "test/test_annotators_parity.py", "test/test_segmentation_parity.py", "test/test_tomo_foam_parity.py"]
+
 # CodaBench's compute worker (codalab/codabench compute_worker/compute_worker.py,
 # Run._run_program_directory) passes the scoring program's metadata.yaml command as the
 # container's CMD and keeps the image's ENTRYPOINT, so this flavour has none: the command
@@ -85,20 +104,3 @@ FROM app AS grand-challenge
 USER 1000:1000
 WORKDIR /tmp
 ENTRYPOINT ["/opt/app/venv/bin/python", "-m", "evaluation"]
-
-# The conformance kits (test/test_*_parity.py, mounted at /conformance/test with pyproject.toml)
-# run inside the grader's own install: test.sh checks that a rebuild gives every value to the
-# bit (container/conformance-digests.json) and ./lock.sh shows what a new lock moves. pytest
-# lives beside the install (PYTHONPATH), never in it.
-FROM python AS conformance-tools
-RUN --mount=type=secret,id=pip_cert \
-    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
- && python3 -m venv /tmp/tools && /tmp/tools/bin/pip install --no-cache-dir --disable-pip-version-check --target /opt/pytest pytest==9.2.0 pytest-timeout==2.4.0
-
-FROM grand-challenge AS conformance
-USER root
-COPY --from=conformance-tools /opt/pytest /opt/pytest
-ENV PYTHONPATH=/opt/pytest
-WORKDIR /conformance
-ENTRYPOINT []
-CMD ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test/test_cellmap_parity.py", "test/test_fisbe_parity.py", "test/test_multiclass_parity.py", "test/test_annotators_parity.py", "test/test_segmentation_parity.py", "test/test_tomo_foam_parity.py"]

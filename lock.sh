@@ -73,7 +73,16 @@ rm -rf lock-renewal && mkdir -p lock-renewal
 "$engine" run --rm --network none -v "$work/before:/before:ro" -v "$work/after:/after:ro" -v "$here/lock-renewal:/report" \
   --entrypoint /opt/app/venv/bin/python "$CONFORMANCE_TAG" -m evaluation compare /before /after --output /report --tolerance 0 \
   | tail -n 1
-moved=$(python3 -c "import json; print(sum(len(s['moved']) for s in json.load(open('lock-renewal/changelog.json'))['submissions']))")
+moved=$(python3 -c "import json; print(json.load(open('lock-renewal/changelog.json'))['summary']['values_moved'])")
+# The moved values themselves (every one is in lock-renewal/changelog.csv):
+python3 - <<'PY'
+import csv
+rows = [r for r in csv.DictReader(open("lock-renewal/changelog.csv")) if r["path"]]
+for r in rows[:20]:
+    print(f"  moved: {r['submission']} {r['case']}/{r['path']}: {r['old']} -> {r['new']} ({r['causes']})")
+if len(rows) > 20:
+    print(f"  ... and {len(rows) - 20} more")
+PY
 "$engine" rmi "$previous" >/dev/null || true
 if [ "$moved" != 0 ]; then
   echo "FAIL: $moved value(s) moved with the new lock: lock-renewal/changelog.html lists them (lock-renewal/changelog.csv, .json)"
