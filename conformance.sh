@@ -13,8 +13,9 @@ cd "$(dirname "$0")"
 . container/engine.sh
 engine=$(pick_engine)
 [ "${1:-}" = "--no-build" ] || ./build.sh
-dump=$(mktemp -d)
-trap 'rm -rf "$dump"' EXIT
+# CONFORMANCE_DUMP=DIR keeps every run's metrics.json there (for python -m evaluation compare).
+dump=${CONFORMANCE_DUMP:-$(mktemp -d)}
+[ -n "${CONFORMANCE_DUMP:-}" ] || trap 'rm -rf "$dump"' EXIT
 started=$(date +%s)
 status=0
 run_conformance "$engine" "$CONFORMANCE_TAG" "$dump" | tail -n 3 || status=1
