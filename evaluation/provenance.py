@@ -142,7 +142,7 @@ def stamp(commit: str, lock: Path) -> Path:
 # The phase
 
 
-def _files(folder: Path) -> list[tuple[str, os.stat_result]]:
+def files(folder: Path) -> list[tuple[str, os.stat_result]]:
     """Every regular file under ``folder`` (links not followed), sorted by relative path; the
     fingerprint cache itself is not part of the phase. ``scandir`` with relative names built
     as strings: 21 k chunk files in 0.3 s."""
@@ -207,7 +207,7 @@ def listing(folder: Path) -> list[list]:
     """[relative path, size, SHA-256] of every file of the phase folder, content hashes taken
     from the cache when a file's size and modification time (whole seconds) are unchanged."""
     cached, fresh, rows, changed = _read_cache(folder), {}, [], False
-    for relative, info in _files(folder):
+    for relative, info in files(folder):
         key = [info.st_size, int(info.st_mtime)]
         entry = cached.get(relative)
         if isinstance(entry, list) and len(entry) == 3 and entry[:2] == key:

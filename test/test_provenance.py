@@ -75,6 +75,17 @@ def test_the_cache_falls_back_to_the_user_cache_when_the_phase_refuses_it(tmp_pa
     assert found == provenance.phase_fingerprint(phase)
 
 
+def test_the_cache_does_not_change_rescores_phase_listing(tmp_path):
+    """rescore keys its units by the phase's (path, size, mtime) listing: writing the
+    fingerprint cache into the phase must not make a resumed run recompute everything."""
+    from evaluation.organizer import rescore
+
+    phase = _phase(tmp_path)
+    before = rescore.phase_fingerprint(phase)
+    provenance.phase_fingerprint(phase)
+    assert (phase / provenance.CACHE_NAME).is_file() and rescore.phase_fingerprint(phase) == before
+
+
 def test_a_checkout_names_its_commit_and_lock():
     build = provenance.build()
     assert build["lock_sha256"] == hashlib.sha256((ROOT / "requirements.lock").read_bytes()).hexdigest()

@@ -66,17 +66,12 @@ def _digest(document) -> str:
 
 def listing(path: Path) -> list:
     """(relative path, size, modification time) of every file under ``path`` (or of the file
-    itself): changes whenever content is replaced, without reading the data."""
+    itself): changes whenever content is replaced, without reading the data. The phase's
+    content-hash cache (``provenance.CACHE_NAME``) is not part of it."""
     if path.is_file():
         stat = path.stat()
         return [[path.name, stat.st_size, stat.st_mtime_ns]]
-    rows = []
-    for current, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            stat = os.stat(os.path.join(current, name))
-            rows.append([os.path.relpath(os.path.join(current, name), path), stat.st_size, stat.st_mtime_ns])
-    return rows
+    return [[relative, info.st_size, info.st_mtime_ns] for relative, info in provenance.files(path)]
 
 
 def phase_fingerprint(phase_folder: Path) -> str:
