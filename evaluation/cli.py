@@ -38,7 +38,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
             "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (ranking "
-            "uncertainty) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'."
+            "uncertainty), 'compare' (what a re-score changed, and why), 'fingerprint' (hash a phase's "
+            "files once) and 'rasterize' (tomo_foam label volumes); see 'python -m evaluation rescore --help'."
         ),
     )
     parser.add_argument(
