@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.grading import ROOT, run_cli, validate_metrics
+from test_segmentation_suite import case_folders  # noqa: F401 - the fixture
 
 from evaluation.errors import PhaseError
 from evaluation.sealed import PRIVATE_RESULTS_FILE, SEALED_FAILURE, private_cases
@@ -177,3 +178,26 @@ def test_a_failed_private_case_is_reported_without_its_name_or_message(tmp_path)
     assert "crop114" not in json.dumps(run.metrics)
     private = json.loads((tmp_path / "out" / PRIVATE_RESULTS_FILE).read_text())
     assert private["failures"][0]["case"] == "crop114/mito"
+
+
+def test_segmentation_public_and_private_results_are_those_of_each_subset_alone(case_folders, tmp_path):  # noqa: F811
+    """The property behind the split, on a suite whose context lists its cases: the public
+    result is what a phase of the public cases alone gives, the private one what a phase of
+    the private cases alone gives (values and census alike)."""
+    phase, submission, output = case_folders("classes: [1, 2, 3]\nmetrics: [dice, hd]\nprivate_cases: {cases: [case_2]}\n")
+    run = run_cli(submission, phase, output)
+    assert run.code == 0, run.stderr
+    private = json.loads((output / PRIVATE_RESULTS_FILE).read_text())
+    for kept, expected in (("case_1", run.metrics), ("case_2", private)):
+        alone_phase, alone_input = tmp_path / f"phase-{kept}", tmp_path / f"input-{kept}"
+        shutil.copytree(phase, alone_phase, ignore=shutil.ignore_patterns(".evaluation-fingerprint.json"))
+        shutil.copytree(submission, alone_input)
+        (alone_phase / "phase.yaml").write_text("suite: segmentation\nclasses: [1, 2, 3]\nmetrics: [dice, hd]\n")
+        for folder in (alone_phase / "labels", alone_input):
+            for other in folder.glob("case_*"):
+                if not other.name.startswith(kept):
+                    other.unlink()
+        alone = run_cli(alone_input, alone_phase, tmp_path / f"out-{kept}").metrics
+        assert expected["leaderboard"] == alone["leaderboard"], kept
+        assert expected["census"] == alone["census"], kept
+        assert set(expected["case"]) == {kept}
