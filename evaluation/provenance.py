@@ -10,10 +10,11 @@ result says what made it and ``python -m evaluation compare`` can name why two r
   its own lock. The versions of the locked packages are read from the install itself.
 - The phase fingerprint: a listing of every file of the phase folder with its size and the
   SHA-256 of its content. Content hashes are cached, keyed by (path, size, modification time
-  in whole seconds, which survive a tarball): in the phase folder when it is writable (and at
-  image build for the baked phase; ``python -m evaluation fingerprint PHASE`` before making a
-  platform's tarball), else in the user's cache folder. A listing of 330 k chunk files costs
-  its ``stat`` calls when the cache is warm.
+  in whole seconds, which survive a tarball): in the phase folder when the organizer asks for
+  it (``python -m evaluation fingerprint PHASE``: at image build for the baked phase, before
+  making a platform's tarball), else in the user's cache folder; a grader run never writes
+  into the phase. With the cache warm a listing costs its ``stat`` calls (21 k chunk files:
+  0.5 s).
 """
 
 import argparse
@@ -179,19 +180,24 @@ def _cache_paths(folder: Path) -> list[Path]:
 
 
 def _read_cache(folder: Path) -> dict:
+    """The cached hashes: the phase folder's (written by ``python -m evaluation fingerprint``),
+    updated by the user cache's (written by grader runs)."""
+    found = {}
     for path in _cache_paths(folder):
         try:
             cache = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if isinstance(cache, dict) and cache.get("format") == CACHE_FORMAT and isinstance(cache.get("files"), dict):
-            return cache["files"]
-    return {}
+            found.update(cache["files"])
+    return found
 
 
-def _write_cache(folder: Path, files: dict) -> Path | None:
+def _write_cache(folder: Path, files: dict, into_phase: bool) -> Path | None:
+    """Into the phase folder only when asked (``python -m evaluation fingerprint``: a grader
+    run never changes the phase), else, or when the phase folder refuses, the user cache."""
     content = json.dumps({"format": CACHE_FORMAT, "files": files}, separators=(",", ":")).encode()
-    for path in _cache_paths(folder):
+    for path in _cache_paths(folder)[0 if into_phase else 1 :]:
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,9 +209,10 @@ def _write_cache(folder: Path, files: dict) -> Path | None:
     return None
 
 
-def listing(folder: Path) -> list[list]:
+def listing(folder: Path, into_phase: bool = False) -> list[list]:
     """[relative path, size, SHA-256] of every file of the phase folder, content hashes taken
-    from the cache when a file's size and modification time (whole seconds) are unchanged."""
+    from the cache when a file's size and modification time (whole seconds) are unchanged.
+    New hashes are cached (in the phase folder itself with ``into_phase``)."""
     cached, fresh, rows, changed = _read_cache(folder), {}, [], False
     for relative, info in files(folder):
         key = [info.st_size, int(info.st_mtime)]
@@ -216,8 +223,8 @@ def listing(folder: Path) -> list[list]:
             sha, changed = _content_hash(folder / relative), True
         fresh[relative] = [*key, sha]
         rows.append([relative, info.st_size, sha])
-    if changed or set(fresh) != set(cached):
-        _write_cache(folder, fresh)
+    if changed or into_phase and not (folder / CACHE_NAME).is_file():
+        _write_cache(folder, fresh, into_phase)
     return rows
 
 
@@ -234,10 +241,11 @@ def _groups(rows: list[list]) -> dict[str, str]:
     return {key: digest(value)[:16] for key, value in sorted(grouped.items())}
 
 
-def phase_fingerprint(folder: Path) -> dict:
+def phase_fingerprint(folder: Path, into_phase: bool = False) -> dict:
     """The phase's fingerprint: ``sha256`` over every file's path, size and content hash
-    (phase.yaml included), the number of files and bytes, and per-folder digests (``groups``)."""
-    rows = listing(Path(folder))
+    (phase.yaml included), the number of files and bytes, and per-folder digests (``groups``).
+    ``into_phase``: cache the hashes in the phase folder (``python -m evaluation fingerprint``)."""
+    rows = listing(Path(folder), into_phase)
     return {"sha256": digest(rows), "files": len(rows), "bytes": sum(row[1] for row in rows), "groups": _groups(rows)}
 
 

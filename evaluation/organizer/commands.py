@@ -151,7 +151,7 @@ def _fingerprint(args) -> int:
     from evaluation import provenance
 
     started = time.monotonic()
-    found = provenance.phase_fingerprint(args.phase_dir)
+    found = provenance.phase_fingerprint(args.phase_dir, into_phase=True)
     found.pop("groups")
     print(json.dumps({**found, "seconds": round(time.monotonic() - started, 3)}), flush=True)
     return EXIT_OK
