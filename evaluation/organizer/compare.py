@@ -204,6 +204,10 @@ def _ranks(side: Side, key: str, higher: bool) -> dict[str, int | None]:
     return {e.name: rank for rank, e in ranked(entries, key, higher)}
 
 
+def _ranking_key(metrics: dict) -> str | None:
+    return ((metrics.get("provenance") or {}).get("suite") or {}).get("ranking")
+
+
 def changelog(old: Side, new: Side, tolerance: float = 0.0) -> dict:
     """Per submission: leaderboard value and rank before and after, moved values, causes."""
     any_metrics = next(iter(new.metrics.values()), None) or next(iter(old.metrics.values()), {})
@@ -211,12 +215,15 @@ def changelog(old: Side, new: Side, tolerance: float = 0.0) -> dict:
     key, higher = suite.get("ranking"), suite.get("higher_is_better", True)
     if key is None:  # results from before provenance: the first leaderboard column
         key = next(iter(any_metrics.get("leaderboard", {}) or any_metrics.get("aggregates", {})), None)
-    ranks_a, ranks_b = _ranks(old, key, higher), _ranks(new, key, higher)
+    keys = {_ranking_key(m) for side in (old, new) for m in side.metrics.values()} - {None}
+    mixed = len(keys) > 1  # results of several suites (e.g. the conformance runs): no common rank
+    ranks_a, ranks_b = ({}, {}) if mixed else (_ranks(old, key, higher), _ranks(new, key, higher))
     rows = []
     for name in sorted(set(old.metrics) | set(new.metrics) | set(old.statuses) | set(new.statuses)):
         a, b = old.metrics.get(name), new.metrics.get(name)
-        value_a = (a or {}).get("leaderboard", {}).get(key)
-        value_b = (b or {}).get("leaderboard", {}).get(key)
+        own = _ranking_key(b or a or {}) or key
+        value_a = (a or {}).get("leaderboard", {}).get(own)
+        value_b = (b or {}).get("leaderboard", {}).get(own)
         moves = moved_values(a, b, tolerance) if a and b else []
         rows.append(
             {
