@@ -248,7 +248,7 @@ def changelog(old: Side, new: Side, tolerance: float = 0.0) -> dict:
         )
     every_cause = sorted({f"{c['cause']}: {c['detail']}" for row in rows for c in row["causes"]})
     return {
-        "ranking": key,
+        "ranking": None if mixed else key,  # None: each submission by its own suite's ranking key
         "higher_is_better": higher,
         "tolerance": tolerance,
         "submissions": rows,
@@ -312,8 +312,13 @@ def html_page(log: dict) -> str:
             )
     causes_list = "".join(f"<li>{e(c)}</li>" for c in summary["causes"]) or "<li>none: nothing moved</li>"
     body = (
-        f"<h1>What the re-score changed</h1><p>Ranking by <code>{e(log['ranking'])}</code> "
-        f"({'higher' if log['higher_is_better'] else 'lower'} is better); values compared with tolerance {e(log['tolerance'])}. "
+        "<h1>What the re-score changed</h1><p>"
+        + (
+            f"Ranking by <code>{e(log['ranking'])}</code> ({'higher' if log['higher_is_better'] else 'lower'} is better); "
+            if log["ranking"]
+            else "Results of several suites: each value is its suite's ranking key, no common rank; "
+        )
+        + f"values compared with tolerance {e(log['tolerance'])}. "
         f"{summary['submissions_moved']} of {summary['submissions']} submissions moved, {summary['ranks_moved']} changed rank, "
         f"{summary['values_moved']} values moved.</p><h2>Causes</h2><ul>{causes_list}</ul><h2>Submissions</h2>{overview}"
         + ("<h2>Moved values</h2>" + "".join(details) if details else "")
