@@ -34,7 +34,8 @@ user=$("$engine" image inspect --format '{{.Config.User}}' "$IMAGE_TAG")
 case "${user%%:*}" in ""|root|0) echo "FAIL: $IMAGE_TAG runs as root ('$user'); Grand-Challenge refuses it" >&2; exit 1 ;; esac
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"; "$engine" rmi -f evaluation-grand-challenge-runtime >/dev/null 2>&1 || true' EXIT
+runtime="${IMAGE_NAME}-grand-challenge-runtime"  # per IMAGE_NAME: engineers sharing an engine do not remove each other's
+trap 'rm -rf "$work"; "$engine" rmi -f "$runtime" "$runtime-invoke" >/dev/null 2>&1 || true' EXIT
 here=$(pwd)
 scenarios=$here/container/scenarios
 failures=0
@@ -95,7 +96,7 @@ codabench_folders() {  # codabench_folders NAME PHASE: the worker's folders, the
 codabench_run() {  # codabench_run NAME EXIT COMMAND...: the scoring step on the folders of NAME
   local name=$1 expected=$2 root="$work/$1" security=(--security-opt no-new-privileges); shift 2
   [ "$engine" = podman ] && security=(--security-opt label=disable)
-  run "$name" "$expected" --name "scoring_$name" --workdir /app/program \
+  run "$name" "$expected" --name "scoring_${IMAGE_NAME}_$name" --workdir /app/program \
     --cap-drop AUDIT_WRITE,CHOWN,DAC_OVERRIDE,FOWNER,FSETID,KILL,MKNOD,NET_BIND_SERVICE,NET_RAW,SETFCAP,SETGID,SETPCAP,SETUID,SYS_CHROOT \
     "${security[@]}" -e PYTHONUNBUFFERED=1 -e http_proxy= -e https_proxy= \
     -v "$root/program:/app/program" -v "$root/output:/app/output" -v "$root/data:/app/data:ro" \
@@ -173,8 +174,8 @@ runtime_image() {  # runtime_image IMAGE TAG: the runtime layer over IMAGE, its 
     --build-arg "ORIGINAL_ENTRYPOINT_B64J=$(original Entrypoint "$1")" \
     --build-arg "ORIGINAL_CMD_B64J=$(original Cmd "$1")" container/grand-challenge-runtime >/dev/null
 }
-runtime_image "$IMAGE_TAG" evaluation-grand-challenge-runtime
-runtime_image "$INVOKE_TAG" evaluation-grand-challenge-runtime-invoke
+runtime_image "$IMAGE_TAG" "$runtime"
+runtime_image "$INVOKE_TAG" "$runtime-invoke"
 
 grand_challenge() {  # grand_challenge NAME RUNTIME INPUT(folder or zip) TARBALL EXIT [VAR=VALUE ...]
   local name=$1 runtime=$2 input=$3 tarball=$4 expected=$5 variables=() assignment
@@ -211,7 +212,7 @@ PY
 rlimit=GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB=7168
 jobs="$scenarios/grand-challenge-jobs"
 python3 container/ground_truth_tarball.py "$jobs/ground-truth" "$work/jobs-ground-truth.tar.gz" --phase jobs >/dev/null
-if grand_challenge grand-challenge-jobs evaluation-grand-challenge-runtime "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit"; then
+if grand_challenge grand-challenge-jobs "$runtime" "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit"; then
   check_outputs grand-challenge-jobs "$work/grand-challenge-jobs-output" "$jobs/expected"
   shown grand-challenge-jobs Succeeded success
   budget grand-challenge-jobs rlimit_data 7168
@@ -242,11 +243,11 @@ PY
 mkdir -p "$work/wrapped/phase" && cp -r "$jobs/ground-truth/." "$work/wrapped/phase/"
 tar -C "$work/wrapped" -czf "$work/wrapped-ground-truth.tar.gz" phase
 upload_expected="$scenarios/grand-challenge-upload/expected"
-if grand_challenge grand-challenge-upload evaluation-grand-challenge-runtime "$work/upload.zip" "$work/wrapped-ground-truth.tar.gz" 0 "$rlimit"; then
+if grand_challenge grand-challenge-upload "$runtime" "$work/upload.zip" "$work/wrapped-ground-truth.tar.gz" 0 "$rlimit"; then
   check_outputs grand-challenge-upload "$work/grand-challenge-upload-output" "$upload_expected"
   shown grand-challenge-upload Succeeded success
 fi
-grand_challenge grand-challenge-nested evaluation-grand-challenge-runtime "$work/nested.zip" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit" \
+grand_challenge grand-challenge-nested "$runtime" "$work/nested.zip" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit" \
   && check_outputs grand-challenge-nested "$work/grand-challenge-nested-output" "$upload_expected"
 
 # A phase with additional evaluation inputs and outputs: an input value beside the nested
@@ -258,7 +259,7 @@ grand_challenge:
   additional_outputs: {leaderboard.json: leaderboard, cases.csv: case-scores, report.zip: report}
 YAML
 python3 container/ground_truth_tarball.py "$work/additional" "$work/additional.tar.gz" --phase additional >/dev/null
-if grand_challenge grand-challenge-additional evaluation-grand-challenge-runtime "$work/nested.zip" "$work/additional.tar.gz" 0 "$rlimit" \
+if grand_challenge grand-challenge-additional "$runtime" "$work/nested.zip" "$work/additional.tar.gz" 0 "$rlimit" \
     'EMULATION_ADDITIONAL_INPUTS={"algorithm-notes.json": {"external_data": true}}' \
     'EMULATION_OUTPUTS={"metrics.json": "Anything", "leaderboard.json": "Anything", "cases.csv": "CSV file", "report.zip": "ZIP file"}'; then
   shown grand-challenge-additional Succeeded success
@@ -278,14 +279,14 @@ fi
 # filter refuses the tarball and the phase cannot run; ground_truth_tarball.py refuses to write it.
 mkdir -p "$work/linked" && cp -r "$jobs/ground-truth/." "$work/linked/" && ln -s /etc/os-release "$work/linked/notes.txt"
 tar -C "$work/linked" -czf "$work/linked.tar.gz" .
-grand_challenge grand-challenge-linked-phase evaluation-grand-challenge-runtime "$jobs/input" "$work/linked.tar.gz" 70 "$rlimit" \
+grand_challenge grand-challenge-linked-phase "$runtime" "$jobs/input" "$work/linked.tar.gz" 70 "$rlimit" \
   && shown grand-challenge-linked-phase Failed danger "The invocation request did not return a result"
 python3 container/ground_truth_tarball.py "$work/linked" "$work/linked-refused.tar.gz" 2>/dev/null \
   && fail "ground_truth_tarball.py wrote a phase holding a link that leaves it"
 
 # No RLIMIT_DATA, a cgroup limit only (whether shim 0.8 still sets RLIMIT_DATA is not
 # published): the grader sizes its budget from the cgroup and says so.
-grand_challenge grand-challenge-cgroup evaluation-grand-challenge-runtime "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 \
+grand_challenge grand-challenge-cgroup "$runtime" "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 \
   && budget grand-challenge-cgroup cgroup 8192
 
 # An upload that cannot be scored (a case named after no test case): exit 2, and the line the
@@ -296,17 +297,17 @@ with zipfile.ZipFile(sys.argv[1]) as source, zipfile.ZipFile(sys.argv[2], "w") a
     for member in source.infolist():
         target.writestr(member.filename.replace("case_b", "case_x"), source.read(member))
 PY
-if grand_challenge grand-challenge-rejected evaluation-grand-challenge-runtime "$work/misnamed.zip" "$work/jobs-ground-truth.tar.gz" 2 "$rlimit"; then
+if grand_challenge grand-challenge-rejected "$runtime" "$work/misnamed.zip" "$work/jobs-ground-truth.tar.gz" 2 "$rlimit"; then
   shown grand-challenge-rejected Failed danger "$(last_line grand-challenge-rejected)"
   case "$(last_line grand-challenge-rejected)" in "Submission rejected: "*case_x*) ;; *) fail "grand-challenge-rejected: unexpected last line" ;; esac
 fi
 
 # The invoke API: the invoke flavour started once as a server, /health polled, /invoke called.
-if grand_challenge grand-challenge-invoke evaluation-grand-challenge-runtime-invoke "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit"; then
+if grand_challenge grand-challenge-invoke "$runtime-invoke" "$jobs/input" "$work/jobs-ground-truth.tar.gz" 0 "$rlimit"; then
   check_outputs grand-challenge-invoke "$work/grand-challenge-invoke-output" "$jobs/expected"
   shown grand-challenge-invoke Succeeded success
 fi
-grand_challenge grand-challenge-invoke-rejected evaluation-grand-challenge-runtime-invoke "$work/misnamed.zip" "$work/jobs-ground-truth.tar.gz" 1 "$rlimit" \
+grand_challenge grand-challenge-invoke-rejected "$runtime-invoke" "$work/misnamed.zip" "$work/jobs-ground-truth.tar.gz" 1 "$rlimit" \
   && shown grand-challenge-invoke-rejected Failed danger "$(last_line grand-challenge-rejected)"  # shim 0.8.3: the user process's last error line
 
 # --------------------------------------------------------------------------------------------

@@ -17,3 +17,14 @@ IMAGE_NAME=${IMAGE_NAME:-evaluation}
 IMAGE_TAG="${IMAGE_NAME}:$(project_version)"
 CODABENCH_TAG="${IMAGE_NAME}:$(project_version)-codabench"
 INVOKE_TAG="${IMAGE_NAME}:$(project_version)-invoke"
+# The conformance kits inside the grader's install (Dockerfile target conformance): build.sh
+# builds it when BUILD_CONFORMANCE is set, conformance.sh and lock.sh run it.
+CONFORMANCE_TAG="${IMAGE_NAME}:$(project_version)-conformance"
+
+# run_conformance ENGINE TAG DUMP: test/test_*_parity.py inside the image TAG, each grader
+# run's metrics.json kept in DUMP (test/helpers/grading.py); the exit status is pytest's.
+run_conformance() {
+  mkdir -p "$3"
+  "$1" run --rm --network none -v "$PWD/test:/conformance/test:ro" -v "$PWD/pyproject.toml:/conformance/pyproject.toml:ro" -v "$PWD/schemas:/conformance/schemas:ro" \
+    -v "$3:/dump" -e EVALUATION_CONFORMANCE_DUMP=/dump "$2"
+}

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, organizer, platforms, report, runner, suites
+from evaluation import __version__, log, machine, numba_cache, organizer, platforms, provenance, report, runner, sealed, suites
 from evaluation import phase as phases
 from evaluation.contract import Resources
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
@@ -39,7 +39,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
             "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (the final ranking "
-            "and its uncertainty), 'sensitivity' (ranks under each metric definition) and 'rasterize' "
+            "and its uncertainty), 'sensitivity' (ranks under each metric definition), 'compare' (what a "
+            "re-score changed, and why), 'fingerprint' (hash a phase's files once) and 'rasterize' "
             "(tomo_foam label volumes); see 'python -m evaluation rescore --help'. "
             "'python -m evaluation serve [--port N] [arguments above]' answers Grand-Challenge's invoke API "
             "(GET /health, POST /invoke grades once per call; port 4743)."
@@ -93,10 +94,22 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         _log.info("resources", **_resources(resources))
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.score, resources)
-        result = suite.summarize(phase, plan, outcomes)
+        summaries = sealed.summarize(suite, phase, plan, outcomes)
+    result = summaries.public
     failures = [o for o in outcomes.values() if not o.ok]
     publish_cases = phase.option("publish_cases")
-    document = report.metrics_document(suite.name, result, outcomes, publish_cases)
+    fingerprint = provenance.phase_fingerprint(phase.root)
+    made_by = lambda hidden: provenance.document(  # noqa: E731
+        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
+    )
+    document = report.metrics_document(
+        suite.name,
+        result,
+        summaries.public_outcomes,
+        publish_cases,
+        made_by(True),
+        sealed.sealed_failures(summaries),
+    )
     if given_inputs is not None:
         document["additional_inputs"] = given_inputs
     files = {
@@ -104,9 +117,13 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},
     }
     written = report.write(platform.output, document, files)
+    if summaries.private is not None:
+        private = sealed.write_private(platform.private_output(), sealed.private_document(suite, summaries, made_by(False)))
+        _log.info("private_results", written=str(private) if private else None, cases=len(summaries.private_cases))
     platform.publish(result, written)
     for failure in failures:
-        _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
+        shown = failure.key if failure.key in summaries.public_outcomes else "a sealed case"
+        _log.error("case_failed", case=shown, kind=failure.kind, message=failure.message if shown == failure.key else None)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
     _log.info(  # the last line repeats the first ones: a platform may keep only the end of a long log
         "written",
@@ -126,7 +143,8 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         _last_line(INTERNAL_ERROR_LINE)
         return EXIT_INTERNAL
     more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
-    _last_line(f"Submission rejected: {failures[0].message}{more}")
+    public = [f for f in failures if f.key in summaries.public_outcomes]
+    _last_line(f"Submission rejected: {public[0].message if public else sealed.SEALED_FAILURE}{more}")
     return EXIT_SUBMISSION
 
 

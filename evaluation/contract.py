@@ -147,6 +147,7 @@ class Result:
     leaderboard: dict[str, float] = field(default_factory=dict)
     case_scores: dict[str, float] = field(default_factory=dict)
     files: dict[str, dict | str | bytes] = field(default_factory=dict)
+    census: dict | None = None  # set from Suite.census: metrics.json's ``census``
 
 
 class Suite:
@@ -165,3 +166,47 @@ class Suite:
 
     def summarize(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         raise NotImplementedError
+
+    # A phase's private cases (``private_cases``) are scored with the others and summarised
+    # apart: ``summarize`` on the plan restricted to the public cases, then to the private
+    # ones. A case is what metrics.json's ``case`` is keyed by.
+
+    def case_of(self, task: Task) -> str:
+        """The case ``task`` scores (by default its key: one task per case)."""
+        return task.key
+
+    def cases(self, plan: Plan) -> list[str]:
+        """Every case of the phase's truth in ``plan``, scored or not: what ``private_cases``
+        chooses from (a suite whose plan also holds cases without a task overrides this)."""
+        return sorted({self.case_of(task) for task in plan.tasks})
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        """``plan`` as if the truth held only ``cases``: the tasks of those cases (a suite whose
+        context also lists cases overrides this)."""
+        return Plan([task for task in plan.tasks if self.case_of(task) in cases], plan.context)
+
+    def census(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict | None:
+        """How many cases hit each empty-mask / undefined-value rule, and the leaderboard
+        value under each alternative policy the suite offers that the outcomes determine
+        (``census``); None when the suite has no such rule."""
+        return None
+
+    def definitions(self, phase: "Phase") -> dict[str, dict]:
+        """Where each leaderboard metric's definition comes from, for the results' provenance:
+        ``{metric: {"source": "reference" | "library" | "suite", ...}}`` with the repository
+        and commit (or library and version) and the function that defines it."""
+        return {}
+
+
+def census(unit: str, rules: dict[str, int], ranking: str, alternatives: dict[str, tuple[object, dict]] | None = None) -> dict:
+    """A suite's census in the one shape metrics.json has: ``rules`` counts ``unit``s (cases,
+    (case, class) pairs, ...) per rule; ``alternatives`` maps each policy option to the value
+    in force and the leaderboard value (``ranking``) under each of its values."""
+    return {
+        "unit": unit,
+        "rules": dict(rules),
+        "ranking": ranking,
+        "alternatives": {
+            option: {"in_force": in_force, "values": values} for option, (in_force, values) in (alternatives or {}).items()
+        },
+    }

@@ -21,15 +21,24 @@ from evaluation.metrics.bootstrap import draw_counts, resampled_means
 METRICS_FILE = "metrics.json"
 
 
-def metrics_document(suite_name: str, result, outcomes: dict, publish_cases: bool = True) -> dict:
-    """metrics.json for one submission: the suite's ``case``/``aggregates``, the cases that
-    failed, and who wrote it. The command line and ``rescore`` both write exactly this.
+def metrics_document(
+    suite_name: str,
+    result,
+    outcomes: dict,
+    publish_cases: bool = True,
+    provenance: dict | None = None,
+    sealed_failures: list[dict] = (),
+) -> dict:
+    """metrics.json for one submission: the suite's ``case``/``aggregates``, its leaderboard
+    columns, the cases that failed, and what made it (``provenance``). The command line and
+    ``rescore`` both write exactly this.
 
     ``aggregates.ranking_ci`` is a seeded bootstrap interval, over the submission's cases, of
     the mean case score (the statistic ``rank`` resamples; a leaderboard can show its
     ``half_width`` as an error bar). With ``publish_cases`` false (hidden test sets: Grand-
     Challenge shows participants the whole file), per-case values are left out and failures
-    are numbered instead of named."""
+    are numbered instead of named. ``sealed_failures`` are the private cases' failures
+    (``sealed.sealed_failures``), listed without names or messages."""
     from evaluation import __version__
 
     failures = [o for o in outcomes.values() if not o.ok]
@@ -41,11 +50,15 @@ def metrics_document(suite_name: str, result, outcomes: dict, publish_cases: boo
         "grader": {"name": "evaluation", "version": __version__},
         "suite": suite_name,
         **metrics,
+        "leaderboard": dict(result.leaderboard),
+        **({"census": result.census} if getattr(result, "census", None) is not None else {}),
         **({} if publish_cases else {"cases_withheld": True}),
         "failures": [
             {"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}
             for i, o in enumerate(failures, 1)
-        ],
+        ]
+        + list(sealed_failures),
+        **({"provenance": provenance} if provenance is not None else {}),
     }
 
 

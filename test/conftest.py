@@ -8,6 +8,15 @@ import pytest
 from helpers.grading import FIXTURES
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fingerprint_cache_of_the_session(tmp_path_factory):
+    """Grader runs (in process and on the command line) cache phase hashes in a folder of the
+    session rather than in the user's ~/.cache."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.fixture
 def cellmap_phase(tmp_path):
     """A copy of one CellMap conformance case as phase folder + submission folder."""

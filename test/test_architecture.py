@@ -19,9 +19,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evaluation"
 # the longest prefix of the dotted name.
 LAYERS = [
     ("evaluation.errors", "evaluation.log", "evaluation.machine", "evaluation.numba_cache", "evaluation.schemas"),
-    ("evaluation.phase", "evaluation.contract"),
+    ("evaluation.phase", "evaluation.contract", "evaluation.provenance"),
     ("evaluation.readers", "evaluation.metrics", "evaluation.archive"),
-    ("evaluation.submission", "evaluation.report", "evaluation.figures"),
+    ("evaluation.submission", "evaluation.report", "evaluation.figures", "evaluation.sealed"),
     ("evaluation.runner", "evaluation.platforms"),
     ("evaluation.suites",),
     ("evaluation.organizer", "evaluation.cli", "evaluation.__main__"),

@@ -208,7 +208,8 @@ def test_grand_challenge_scenarios_match_their_expected_files(tmp_path, scenario
     assert run.code == 0, run.stderr
     validate_metrics(run.metrics)
     expected = json.loads((GRAND_CHALLENGE.parent / scenario / "expected" / "metrics.json").read_text())
-    assert differences(run.metrics, expected) == []
+    produced = {key: value for key, value in run.metrics.items() if key != "provenance"}  # names the build
+    assert differences(produced, expected) == []
 
 
 def test_grand_challenge_geometry_mismatch_is_a_submission_error(tmp_path):

@@ -4,9 +4,10 @@ They are for running a leaderboard, not for the platforms: ``rescore`` scores ma
 against one phase on a Dask cluster (``organizer.rescore``), ``rank`` computes the final
 ranking as challengeR does and how certain it is (``organizer.ranking``), ``sensitivity``
 re-scores and re-ranks a segmentation phase under every library's metric definitions; they
-need the ``ops`` extra
-(``pip install 'evaluation[ops]'``: Dask distributed, matplotlib). ``rasterize`` precomputes a
-tomo_foam phase's label volumes when the image is built. Exit status: 0 done, 1 an error (the
+need the ``ops`` extra (``pip install 'evaluation[ops]'``: Dask distributed, matplotlib).
+``compare`` explains what changed between two re-scores (``organizer.compare``).
+``rasterize`` precomputes a tomo_foam phase's label volumes and ``fingerprint`` hashes a
+phase's files once, when the image is built. Exit status: 0 done, 1 an error (the
 last stderr line says which), or for ``rescore`` some unit that a re-run would try again (an
 internal error or a worker that kept dying).
 """
@@ -45,7 +46,29 @@ def parse_args(argv) -> argparse.Namespace:
         help="address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: a LocalCluster)",
     )
     rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
+    rescore.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="OLD",
+        help="an earlier rescore output: write OUT/changelog.* (see 'compare')",
+    )
+    rescore.add_argument("--tolerance", type=float, default=0.0, help="with --compare: smallest move reported (default 0: any)")
     rescore.add_argument("--log-level", default=None)
+
+    compare = commands.add_parser(
+        "compare", help="what changed between two rescore outputs (or two metrics.json files), and why: changelog.json/.csv/.html"
+    )
+    compare.add_argument("old", type=Path, help="the earlier rescore output folder or metrics.json")
+    compare.add_argument("new", type=Path, help="the later one")
+    compare.add_argument("--output", type=Path, required=True, help="receives changelog.json, changelog.csv, changelog.html")
+    compare.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        help="smallest absolute move reported (default 0: every value that is not identical)",
+    )
+    compare.add_argument("--log-level", default=None)
 
     rank = commands.add_parser("rank", help="the final ranking (challengeR's methods) and how certain it is")
     rank.add_argument(
@@ -79,6 +102,9 @@ def parse_args(argv) -> argparse.Namespace:
         default=None,
         help="leaderboard uncertainty only: value for a null case score (default: leave that part out)",
     )
+    rank.add_argument(
+        "--private", action="store_true", help="rank by the private cases' scores (a rescore of a phase with private_cases)"
+    )
     rank.add_argument("--log-level", default=None)
 
     sensitivity = commands.add_parser(
@@ -100,6 +126,13 @@ def parse_args(argv) -> argparse.Namespace:
     )
     sensitivity.add_argument("--log-level", default=None)
 
+    fingerprint = commands.add_parser(
+        "fingerprint",
+        help="hash a phase folder's files once and cache the hashes in it (image build time, or before making a platform's tarball)",
+    )
+    fingerprint.add_argument("phase_dir", type=Path)
+    fingerprint.add_argument("--log-level", default=None)
+
     raster = commands.add_parser(
         "rasterize", help="tomo_foam: write each phantom's 'labels' volume from its 'spheres' void list (image build time)"
     )
@@ -115,6 +148,10 @@ def _rescore(args) -> int:
     from evaluation.organizer.rescore import rescore
 
     summary = rescore(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    if args.compare is not None:
+        from evaluation.organizer.compare import compare
+
+        summary["changelog"] = compare(args.compare, args.output, args.output, args.tolerance)
     print(json.dumps(summary), flush=True)
     return EXIT_INTERNAL if summary["retry"] else EXIT_OK
 
@@ -140,11 +177,11 @@ def _rank(args) -> int:
     spec = config.find_phase(args.phase, [p for paths in groups.values() for p in paths])
     chosen = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence}
     spec = dataclasses.replace(spec, **{k: v for k, v in chosen.items() if v is not None})
-    result = final.rank_tasks(data.tasks(groups, spec), spec)
+    result = final.rank_tasks(data.tasks(groups, spec, args.private), spec)
     written, sections = [], ()
     if len(groups) == 1:
         try:
-            scores = uncertainty.load(next(iter(groups.values())), null_as=args.null_as)
+            scores = uncertainty.load(next(iter(groups.values())), null_as=args.null_as, private=args.private)
         except GraderError as exc:
             _log.warning("leaderboard_uncertainty_left_out", reason=str(exc))
         else:
@@ -183,6 +220,13 @@ def _sensitivity(args) -> int:
     return EXIT_OK
 
 
+def _compare(args) -> int:
+    from evaluation.organizer.compare import compare
+
+    print(json.dumps(compare(args.old, args.new, args.output, args.tolerance)), flush=True)
+    return EXIT_OK
+
+
 def _rasterize(args) -> int:
     from evaluation.suites.tomo_foam import rasterize_phase
 
@@ -191,7 +235,26 @@ def _rasterize(args) -> int:
     return EXIT_OK
 
 
-RUN = {"rescore": _rescore, "rank": _rank, "sensitivity": _sensitivity, "rasterize": _rasterize}
+def _fingerprint(args) -> int:
+    import time
+
+    from evaluation import provenance
+
+    started = time.monotonic()
+    found = provenance.phase_fingerprint(args.phase_dir, into_phase=True)
+    found.pop("groups")
+    print(json.dumps({**found, "seconds": round(time.monotonic() - started, 3)}), flush=True)
+    return EXIT_OK
+
+
+RUN = {
+    "rescore": _rescore,
+    "rank": _rank,
+    "sensitivity": _sensitivity,
+    "rasterize": _rasterize,
+    "fingerprint": _fingerprint,
+    "compare": _compare,
+}
 
 
 def main(argv=None) -> int:

@@ -28,9 +28,7 @@ The phase option ``case_time_limit_s`` is not enforced on Dask (a Dask task cann
 the phase's per-case memory estimates are not used either — size the workers instead.
 """
 
-import csv
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -39,11 +37,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, report, suites
+from evaluation import __version__, log, machine, numba_cache, provenance, report, sealed, suites
 from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 from evaluation.errors import PhaseError, SubmissionError
+from evaluation.organizer import leaderboard
+from evaluation.organizer.leaderboard import LEADERBOARD, ranked  # noqa: F401 - the leaderboard's names, as before
 from evaluation.submission import Submission, unpack
 
 _log = log.get(__name__)
@@ -51,7 +51,6 @@ _log = log.get(__name__)
 STATE_DIR = ".rescore"
 CASE_SCORES_FILE = "case_scores.json"
 REJECTED_FILE = "rejected.json"
-LEADERBOARD = "leaderboard"  # leaderboard.csv / leaderboard.json
 # Outcomes that do not change when a unit is run again; anything else is retried next run.
 DETERMINISTIC_KINDS = (None, "submission")
 SCORED, FAILED, REJECTED, ERROR = "scored", "failed", "rejected", "error"
@@ -67,17 +66,12 @@ def _digest(document) -> str:
 
 def listing(path: Path) -> list:
     """(relative path, size, modification time) of every file under ``path`` (or of the file
-    itself): changes whenever content is replaced, without reading the data."""
+    itself): changes whenever content is replaced, without reading the data. The phase's
+    content-hash cache (``provenance.CACHE_NAME``) is not part of it."""
     if path.is_file():
         stat = path.stat()
         return [[path.name, stat.st_size, stat.st_mtime_ns]]
-    rows = []
-    for current, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            stat = os.stat(os.path.join(current, name))
-            rows.append([os.path.relpath(os.path.join(current, name), path), stat.st_size, stat.st_mtime_ns])
-    return rows
+    return [[relative, info.st_size, info.st_mtime_ns] for relative, info in provenance.files(path)]
 
 
 def phase_fingerprint(phase_folder: Path, overrides: dict | None = None) -> str:
@@ -156,6 +150,7 @@ class Entry:
     status: str | None = None
     message: str | None = None
     leaderboard: dict = field(default_factory=dict)
+    private_leaderboard: dict = field(default_factory=dict)  # with the phase's private_cases
     complete: bool = False  # nothing left that a later run would try again
     reused: int = 0
 
@@ -211,15 +206,22 @@ def open_submission(entry: Entry, state: Path, limits: Limits) -> Submission:
 # Results of one submission
 
 
-def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
-    """Summarize a submission whose units are all in, and write its files."""
-    result = suite.summarize(phase, entry.plan, entry.outcomes)
+def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) -> None:
+    """Summarize a submission whose units are all in, and write its files: metrics.json as
+    the command line writes it, the private result beside it (``sealed``), and
+    case_scores.json with both leaderboards and the full provenance (organizer's files)."""
+    summaries = sealed.summarize(suite, phase, entry.plan, entry.outcomes)
+    result = summaries.public
     failures = [o for o in entry.outcomes.values() if not o.ok]
     entry.status = FAILED if failures else SCORED
     entry.message = failures[0].message if failures else None
     entry.leaderboard = dict(result.leaderboard)
+    entry.private_leaderboard = dict(summaries.private.leaderboard) if summaries.private else {}
     entry.complete = all(o.kind in DETERMINISTIC_KINDS for o in failures)
     (entry.output / REJECTED_FILE).unlink(missing_ok=True)
+    made_by = lambda hidden: provenance.document(  # noqa: E731
+        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
+    )
     scores = {
         "suite": suite.name,
         "ranking": suite.ranking,
@@ -230,10 +232,22 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str) -> None:
         "fingerprint": {"phase": phase_fp, "submission": entry.fingerprint},
         "leaderboard": result.leaderboard,
         "case_scores": result.case_scores,
+        "provenance": made_by(False),
     }
-    report.write(
-        entry.output, report.metrics_document(suite.name, result, entry.outcomes), {**result.files, CASE_SCORES_FILE: scores}
+    if summaries.private is not None:
+        scores["private"] = {"leaderboard": entry.private_leaderboard, "case_scores": summaries.private.case_scores}
+        sealed.write_private(entry.output, sealed.private_document(suite, summaries, made_by(False)))
+    else:
+        (entry.output / sealed.PRIVATE_RESULTS_FILE).unlink(missing_ok=True)
+    document = report.metrics_document(
+        suite.name,
+        result,
+        summaries.public_outcomes,
+        True,
+        made_by(True),
+        sealed.sealed_failures(summaries),
     )
+    report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: scores})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
 
@@ -242,7 +256,7 @@ def reject(entry: Entry, status: str, message: str, phase_fp: str) -> None:
     error (tried again next run). Results of an earlier version of it are removed."""
     entry.status, entry.message, entry.complete = status, message, status == REJECTED
     _log.warning("submission_not_scored", submission=entry.name, status=status, message=message)
-    for stale in (report.METRICS_FILE, CASE_SCORES_FILE, REJECTED_FILE):
+    for stale in (report.METRICS_FILE, CASE_SCORES_FILE, REJECTED_FILE, sealed.PRIVATE_RESULTS_FILE):
         (entry.output / stale).unlink(missing_ok=True)
     if entry.complete:
         record = {"status": status, "message": message, "fingerprint": {"phase": phase_fp, "submission": entry.fingerprint}}
@@ -264,67 +278,9 @@ def load_finished(entry: Entry, phase_fp: str) -> bool:
             continue
         entry.status, entry.message, entry.complete = record["status"], record.get("message"), True
         entry.leaderboard = record.get("leaderboard", {})
+        entry.private_leaderboard = record.get("private", {}).get("leaderboard", {})
         return True
     return False
-
-
-# --------------------------------------------------------------------------------------------
-# Leaderboard
-
-
-def ranked(entries: list[Entry], key: str, higher_is_better: bool) -> list[tuple[int | None, Entry]]:
-    """Scored submissions by ``key`` (competition ranking: ties share the better rank), then
-    the others, unranked — a submission with a failed case is not ranked, as on the platforms."""
-    scored = [e for e in entries if e.status == SCORED and e.leaderboard.get(key) is not None]
-    scored.sort(key=lambda e: (-e.leaderboard[key] if higher_is_better else e.leaderboard[key], e.name))
-    rows, previous, rank = [], None, 0
-    for position, entry in enumerate(scored, start=1):
-        if entry.leaderboard[key] != previous:
-            rank, previous = position, entry.leaderboard[key]
-        rows.append((rank, entry))
-    rest = sorted((e for e in entries if e not in scored), key=lambda e: e.name)
-    return rows + [(None, e) for e in rest]
-
-
-def write_leaderboard(
-    output: Path, suite: Suite, phase_folder: Path, entries: list[Entry], overrides: dict | None = None
-) -> list[dict]:
-    rows = [
-        {
-            "rank": rank,
-            "submission": e.name,
-            "status": e.status,
-            suite.ranking: e.leaderboard.get(suite.ranking),
-            "leaderboard": e.leaderboard,
-            "message": e.message,
-        }
-        for rank, e in ranked(entries, suite.ranking, suite.higher_is_better)
-    ]
-    table = {
-        "suite": suite.name,
-        "ranking": suite.ranking,
-        "higher_is_better": suite.higher_is_better,
-        "phase": str(phase_folder),
-        **({"overrides": overrides} if overrides else {}),
-        "rows": rows,
-    }
-    report.write_atomic(output / f"{LEADERBOARD}.json", report.json_bytes(table))
-    columns = sorted({c for row in rows for c in row["leaderboard"]} - {suite.ranking})
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(["rank", "submission", "status", suite.ranking, *columns, "message"])
-    for row in rows:
-        cells = [
-            row["rank"],
-            row["submission"],
-            row["status"],
-            row[suite.ranking],
-            *(row["leaderboard"].get(c) for c in columns),
-            row["message"],
-        ]
-        writer.writerow(["" if cell is None else cell for cell in cells])
-    report.write_atomic(output / f"{LEADERBOARD}.csv", text.getvalue().encode())
-    return rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,6 +399,7 @@ def rescore(
     if phase.option("case_time_limit_s"):
         _log.warning("time_limit_not_enforced", reason="Dask tasks cannot be stopped; case_time_limit_s is ignored")
     phase_fp = phase_fingerprint(phase_folder, overrides)
+    fingerprint = provenance.phase_fingerprint(phase_folder)
     state = output / STATE_DIR
     entries = discover(submissions, output)
     todo = [e for e in entries if not load_finished(e, phase_fp)]
@@ -458,7 +415,7 @@ def rescore(
                 continue
             futures.update(_submit(dask, entry, suite, state, phase_fp, priority=-index))
             if len(entry.outcomes) == len(entry.plan.tasks):
-                finish(entry, suite, phase, phase_fp)
+                finish(entry, suite, phase, phase_fp, fingerprint)
         if futures:
             from dask.distributed import as_completed
 
@@ -467,10 +424,17 @@ def rescore(
                 _collect(future, entry, key)
                 computed += 1
                 if len(entry.outcomes) == len(entry.plan.tasks):
-                    finish(entry, suite, phase, phase_fp)
+                    finish(entry, suite, phase, phase_fp, fingerprint)
     finally:
         dask.close()
-    write_leaderboard(output, suite, phase_folder, entries, overrides)
+    run_provenance = {
+        "grader": provenance.build(),
+        "phase": {"fingerprint": fingerprint, "options": provenance.options_in_force(phase)},
+        **({"overrides": overrides} if overrides else {}),
+    }
+    leaderboard.write(output, suite, phase_folder, entries, run_provenance)
+    if any(e.private_leaderboard for e in entries):
+        leaderboard.write(output, suite, phase_folder, entries, run_provenance, private=True)
     summary = {
         "submissions": len(entries),
         **{status: sum(e.status == status for e in entries) for status in (SCORED, FAILED, REJECTED, ERROR)},

@@ -66,3 +66,8 @@ class Platform:
 
     def publish(self, report: Result, metrics: dict) -> None:
         """Write what the platform needs beyond metrics.json (nothing, locally)."""
+
+    def private_output(self) -> Path | None:
+        """Where the private cases' results (``sealed.PRIVATE_RESULTS_FILE``) may be written:
+        a folder no participant sees, or None when the platform has none."""
+        return self.output

@@ -44,6 +44,15 @@ class CodaBench(Platform):
     def submission_folder(self) -> Path:
         return self.input / "res"
 
+    def private_output(self) -> None:
+        """None: the worker zips the whole output folder as the scoring result, which the
+        submission's owner may download (compute_worker.py ``push_output``; api
+        ``SubmissionFilesSerializer.get_scoring_result``, unless the organizer hides it),
+        and every other folder is deleted with the run; a column in scores.json reaches the
+        owner too, hidden or not (``SubmissionSerializer.scores``). The private leaderboard
+        comes from ``rescore`` on the downloaded uploads."""
+        return None
+
     def publish(self, report: Result, metrics: dict) -> None:
         reports.write_atomic(self.output / SCORES_FILE, json.dumps(scores(report.leaderboard), indent=2).encode())
         page = (report.files.get("report.html") if "case" in metrics else None) or summary_page(report.leaderboard, metrics)

@@ -46,7 +46,31 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict 
         *extra,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, cwd=ROOT)
+    _keep_for_conformance(output)
     return Run(done.returncode, done.stdout, done.stderr, output)
+
+
+_KEPT: dict[str, int] = {}
+
+
+def _keep_for_conformance(output: Path) -> None:
+    """With EVALUATION_CONFORMANCE_DUMP set (conformance.sh, lock.sh: the kits run inside the
+    image), each run's metrics.json is kept as DUMP/<test>@<output folder>/metrics.json, so that
+    two images' runs can be compared value by value (``python -m evaluation compare``). The
+    output folder (below pytest's numbered base folder) names the run whatever order a test's
+    threads ran it in."""
+    dump = os.environ.get("EVALUATION_CONFORMANCE_DUMP")
+    if not dump or not (output / "metrics.json").is_file():
+        return
+    module, _, test = os.environ.get("PYTEST_CURRENT_TEST", "run").rsplit(" ", 1)[0].partition("::")
+    parts = Path(output).resolve().parts
+    below = next((i for i, part in enumerate(parts) if part.startswith("pytest-") and part[7:].isdigit()), len(parts) - 2)
+    where = "/".join(parts[below + 1 :])
+    name = "".join(c if c.isalnum() or c in "-_.[]@" else "_" for c in f"{Path(module).stem}.{test}@{where}")
+    _KEPT[name] = _KEPT.get(name, 0) + 1
+    target = Path(dump) / (name if _KEPT[name] == 1 else f"{name}#{_KEPT[name]}")
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "metrics.json").write_bytes((output / "metrics.json").read_bytes())
 
 
 def validate_metrics(document: dict) -> None:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation import sealed
 from evaluation.errors import GraderError
 from evaluation.organizer.ranking import methods, uncertainty
 from evaluation.organizer.ranking.config import CASE_SCORE, Metric, Spec
@@ -42,14 +43,23 @@ class Submission:
         return cases
 
 
-def submissions(inputs: list[Path]) -> list[Submission]:
-    files = [item for path in inputs for item in uncertainty.record_files(Path(path))]
+def submissions(inputs: list[Path], private: bool = False) -> list[Submission]:
+    """Every submission the inputs name; ``private``: by its private cases (a ``rescore`` of a
+    phase with ``private_cases``: the scores and per-case results of ``private-results.json``)."""
+    files = [item for path in inputs for item in uncertainty.record_files(Path(path), private)]
     names = [name for name, _ in files]
     if len(set(names)) != len(names):
         raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
     if len(files) < 2:
         raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}")
-    return [Submission(name, uncertainty.read_record(name, path), path.parent / "metrics.json") for name, path in files]
+    found = []
+    for name, path in files:
+        record = uncertainty.read_record(name, path)
+        if private and not record.get("private"):
+            raise GraderError(f"no private results for {name!r}: rescore a phase with private_cases")
+        record = {**record, **record["private"]} if private else record
+        found.append(Submission(name, record, path.parent / (sealed.PRIVATE_RESULTS_FILE if private else "metrics.json")))
+    return found
 
 
 def _number(value, where: str) -> float:
@@ -98,13 +108,13 @@ def metric_values(metric: Metric, subs: list[Submission]) -> dict[str, tuple[boo
     return {path: (metric.higher_is_better, rows) for path, rows in sorted(found.items())}
 
 
-def tasks(groups: dict[str, list[Path]], spec: Spec) -> list[methods.Task]:
+def tasks(groups: dict[str, list[Path]], spec: Spec, private: bool = False) -> list[methods.Task]:
     """The tasks to rank: per input group (``--task NAME=PATH``, or one unnamed group), one
     task per concrete metric (named ``group/metric``), or with ``combine: cases`` one task whose cases are the
     (case, metric) pairs, values signed so that higher is better."""
     found = []
     for group, inputs in groups.items():
-        subs = submissions(inputs)
+        subs = submissions(inputs, private)
         names = tuple(sorted(s.name for s in subs))
         per_metric = {}
         for metric in spec.metrics:

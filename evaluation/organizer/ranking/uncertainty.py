@@ -36,6 +36,7 @@ from evaluation.metrics.bootstrap import draw_counts, resampled_means
 
 _log = log.get(__name__)
 CASE_SCORES_FILE = "case_scores.json"
+PRIVATE_LEADERBOARD_FILE = "private-leaderboard.json"
 LEADERBOARD_FILE = "leaderboard.json"
 _PAIRWISE_BLOCK_BYTES = 64 * 1024**2
 
@@ -50,16 +51,19 @@ class Scores:
     leaderboard: np.ndarray  # the published score (NaN if unknown)
     ranking: str
     higher_is_better: bool
+    subset: str = "public"  # or "private": the phase's private cases (rescore's private results)
+    provenance: dict | None = None  # the build and the phase every ranked result shares
 
 
 # --------------------------------------------------------------------------------------------
 # Loading
 
 
-def record_files(path: Path) -> list[tuple[str, Path]]:
+def record_files(path: Path, private: bool = False) -> list[tuple[str, Path]]:
     """(submission name, file with its case scores) for one input path."""
-    if path.is_dir() and (path / LEADERBOARD_FILE).is_file():  # a rescore output folder
-        rows = json.loads((path / LEADERBOARD_FILE).read_text())["rows"]
+    table = path / (PRIVATE_LEADERBOARD_FILE if private else LEADERBOARD_FILE)
+    if path.is_dir() and table.is_file():  # a rescore output folder
+        rows = json.loads(table.read_text())["rows"]
         skipped = [r["submission"] for r in rows if r["rank"] is None]
         if skipped:
             _log.warning("unranked_submissions_left_out", submissions=skipped)
@@ -92,17 +96,24 @@ def _has_case_scores(path: Path) -> bool:
         return False
 
 
-def load(inputs: list[Path], null_as: float | None = None) -> Scores:
+def load(inputs: list[Path], null_as: float | None = None, private: bool = False) -> Scores:
     """Case scores of every submission named by ``inputs``. All must share the suite's ranking
-    key, its direction and one set of cases; a null case score is refused unless ``null_as``
-    gives the value to use."""
-    files = [item for path in inputs for item in record_files(Path(path))]
+    key, its direction, one set of cases and one phase (fingerprint); a null case score is
+    refused unless ``null_as`` gives the value to use. ``private``: the private cases' scores
+    (``rescore`` of a phase with ``private_cases``), for the sealed final ranking."""
+    files = [item for path in inputs for item in record_files(Path(path), private)]
     if len(files) < 2:
         raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}")
     names = [name for name, _ in files]
     if len(set(names)) != len(names):
         raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
     records = [read_record(name, path) for name, path in files]
+    if private:
+        missing = [name for name, r in zip(names, records) if not r.get("private")]
+        if missing:
+            raise GraderError(f"no private results for {missing[:5]}: rescore a phase with private_cases")
+        records = [{**r, **r["private"]} for r in records]
+    provenance = _shared_provenance(names, records)
     first = records[0]
     ranking, higher = first.get("ranking", "score"), first.get("higher_is_better", True)
     cases = sorted(first["case_scores"])
@@ -117,7 +128,22 @@ def load(inputs: list[Path], null_as: float | None = None) -> Scores:
         dtype=np.float64,
     )
     published = np.array([_number(r.get("leaderboard", {}).get(ranking)) for r in records], dtype=np.float64)
-    return Scores(names, cases, matrix, published, ranking, bool(higher))
+    return Scores(names, cases, matrix, published, ranking, bool(higher), "private" if private else "public", provenance)
+
+
+def _shared_provenance(names: list[str], records: list[dict]) -> dict | None:
+    """The build and phase of the ranked results; results made against different phases are
+    not ranked together."""
+    made = [(name, r["provenance"]) for name, r in zip(names, records) if isinstance(r.get("provenance"), dict)]
+    if not made:
+        return None
+    phases = {p["phase"]["fingerprint"]["sha256"] for _, p in made}
+    if len(phases) > 1:
+        raise GraderError(
+            f"the results were scored against {len(phases)} different phases (fingerprints); rank one re-score at a time"
+        )
+    name, first = made[0]
+    return {"grader": first["grader"], "phase": first["phase"], "suite": first["suite"]}
 
 
 def _case_value(name: str, case: str, value, null_as: float | None) -> float:
@@ -210,6 +236,8 @@ def bootstrap(scores: Scores, resamples: int = 1000, seed: int = 0, confidence: 
         "seed": seed,
         "confidence": confidence,
         "cases": len(scores.cases),
+        "subset": scores.subset,
+        "provenance": scores.provenance,
         "submissions": submissions,
         "pairwise": {"submissions": names, "row_beats_column": wins[np.ix_(order, order)].tolist()},
         "ties": "tied resamples share the better rank and count half a win each",

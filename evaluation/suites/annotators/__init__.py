@@ -23,7 +23,9 @@ files, tasks), ``masks`` (dilation, components), ``scoring`` (one image), ``aggr
 (summaries, metrics.json), ``plots`` and ``report`` (CSV tables, PNG plots, report.html).
 """
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+import dataclasses
+
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -52,3 +54,28 @@ class Annotators(Suite):
         result = aggregate.result(plan.context, scored, case)
         result.files = report.outputs(plan.context, scored)
         return result
+
+    def case_of(self, task: Task) -> str:
+        return task.payload.image
+
+    def cases(self, plan: Plan) -> list[str]:
+        return list(plan.context.images)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        context = plan.context
+        skipped = {model: [i for i in images if i in cases] for model, images in context.skipped.items()}
+        images = [image for image in context.images if image in cases]
+        return Plan(
+            [t for t in plan.tasks if t.payload.image in cases], dataclasses.replace(context, images=images, skipped=skipped)
+        )
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        from evaluation.suites.annotators.definitions import REFERENCE
+
+        where = {"source": "reference", "repository": REFERENCE["repository"], "commit": REFERENCE["commit"]}
+        return {
+            RANKING: {
+                **where,
+                "function": "core/evaluation.py:evaluation_metrics, jaccard_computing (Dice = 2J/(1+J)); STAPLE: SimpleITK STAPLEImageFilter",
+            }
+        }

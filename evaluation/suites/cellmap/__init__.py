@@ -17,7 +17,10 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 - ``scoring`` (one task) and ``aggregate`` (the result).
 """
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+import dataclasses
+from collections import Counter
+
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -47,3 +50,28 @@ class CellMap(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])
+
+    def case_of(self, task: Task) -> str:
+        return task.payload.crop
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        """(crop, label) pairs by the rule that gave their entry other than scoring it: not
+        submitted (``missing``: zero scores, the capped distance), failed, or a pathological
+        status (too many instances, matching given up: the reference's own scores)."""
+        statuses = Counter(
+            entry.get("status", "scored") for labels in result.metrics["case"].values() for entry in labels.values()
+        )
+        statuses.pop("scored", None)
+        return census("(crop, label) pairs", statuses, self.ranking)
+
+    def cases(self, plan: Plan) -> list[str]:
+        """Every truth crop: submitted labels are tasks, the others fixed entries."""
+        return sorted({*plan.context.fixed, *(task.payload.crop for task in plan.tasks)}, key=inputs.crop_order)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        context = plan.context
+        fixed = {crop: labels for crop, labels in context.fixed.items() if crop in cases}
+        return Plan([t for t in plan.tasks if t.payload.crop in cases], dataclasses.replace(context, fixed=fixed))
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        return aggregate.definitions(Options.from_phase(phase), VERSIONS[Options.from_phase(phase).version])

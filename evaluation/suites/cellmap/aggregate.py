@@ -70,3 +70,29 @@ def summarize(plan: Plan, outcomes: dict[str, Outcome], version: Version) -> Res
         },
         files=version.result_files(entries, everything, submitted, bookkeeping),
     )
+
+
+def definitions(options, version: Version) -> dict[str, dict]:
+    """Where each leaderboard metric is defined in the reference (results' provenance)."""
+    where = {"source": "reference", "repository": REPOSITORY, "commit": version.COMMIT}
+    scoring, aggregation = "utils/eval_utils/scoring.py", "utils/eval_utils/aggregation.py"
+    if options.version == "head":
+        per_label = {
+            "f1": f"{aggregation}:combine_scores (tp, fp, fn pooled per class)",
+            "normalized_hausdorff_distance": f"{scoring}:score_instance, utils/eval_utils/distance.py",
+            "combined_score": f"{aggregation}:combine_scores",
+            "iou": f"{aggregation}:combine_scores (tp, fp, fn pooled per class)",
+        }
+    else:
+        per_label = {
+            "mean_accuracy": f"{scoring}:score_instance (utils/eval_utils/instance_matching.py:match_instances)",
+            "hausdorff_distance": f"{scoring}:score_instance, utils/eval_utils/distance.py",
+            "normalized_hausdorff_distance": f"{scoring}:score_instance",
+            "combined_score": f"{scoring}:score_instance",
+            "iou": f"{scoring}:score_semantic",
+            "dice_score": f"{scoring}:score_semantic",
+        }
+    overall_scores = {
+        key: f"{aggregation}:combine_scores" for key in ("overall_score", "overall_instance_score", "overall_semantic_score")
+    }
+    return {metric: {**where, "function": function} for metric, function in {**overall_scores, **per_label}.items()}

@@ -40,3 +40,8 @@ class Fisbe(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes)
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        where = {"source": "reference", "repository": aggregate.REFERENCE["repository"], "commit": aggregate.REFERENCE["commit"]}
+        pooled = "evalinstseg/summarize.py:average_flylight_score_over_instances"
+        return {column: {**where, "function": f"{pooled} ({entry})"} for column, entry in aggregate.LEADERBOARD.items()}

@@ -21,7 +21,10 @@ batch in a worker), ``aggregate`` (metrics.json, summary.json, leaderboard), ``r
 (report.txt and report.html).
 """
 
-from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+import dataclasses
+import math
+
+from evaluation.contract import Outcome, Plan, Resources, Result, Suite, census
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -56,3 +59,47 @@ class Multiclass(Suite):
             )
             result.files.update({"report.txt": text, "report.html": report.as_html(text)})
         return result
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        """(case, class) pairs whose Dice is undefined (the class in neither mask: NaN, left
+        out of nnU-Net's NaN-ignoring class means), and the cases scored without a prediction
+        or skipped (``missing_cases``), for the ranked model."""
+        undefined = sum(
+            not isinstance(value, (int, float)) or not math.isfinite(value)
+            for entry in result.metrics.get("case", {}).values()
+            if isinstance(entry.get("Dice"), dict)
+            for value in entry["Dice"].values()
+        )
+        rules = {
+            "Dice undefined (class in neither mask)": undefined,
+            "case without prediction": result.metrics["aggregates"].get("n_missing_images", 0),
+        }
+        return census("(case, class) pairs; cases", rules, self.ranking)
+
+    def cases(self, plan: Plan) -> list[str]:
+        return sorted({case for info in plan.context.layout.values() for case in info.cases})
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        """A batch scores several cases: each model's layout keeps the chosen ones, and the
+        tasks that score any of them stay (their other cases are not read)."""
+        layout = {
+            model: dataclasses.replace(
+                info,
+                cases=[c for c in info.cases if c in cases],
+                files={c: f for c, f in info.files.items() if c in cases},
+                tasks={c: t for c, t in info.tasks.items() if c in cases},
+            )
+            for model, info in plan.context.layout.items()
+        }
+        kept = {task for info in layout.values() for task in info.tasks.values()}
+        return Plan([t for t in plan.tasks if t.key in kept], dataclasses.replace(plan.context, layout=layout))
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        where = {"source": "reference", "repository": aggregate.REFERENCE["repository"], "commit": aggregate.REFERENCE["commit"]}
+        return {
+            aggregate.HEADLINE: {**where, "function": f"{aggregate.REFERENCE['function']} (foreground_mean Dice)"},
+            "class groups, zero-Dice ratios, pooled values, deltas": {
+                "source": "suite",
+                "function": "evaluation/suites/multiclass/aggregate.py",
+            },
+        }

@@ -18,7 +18,7 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, provenance, report
+from evaluation.suites.segmentation import aggregate, census, provenance, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
 from evaluation.suites.segmentation.scoring import score_case
@@ -69,6 +69,11 @@ def warm_up_every_definition() -> None:
         warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
 
 
+def _missing(truth, files: dict) -> int:
+    """Truth cases without a prediction: skipped, or scored as an empty prediction."""
+    return len(truth) - len(files) + sum(f is None for f in files.values())
+
+
 @register
 class Segmentation(Suite):
     name = "segmentation"
@@ -103,12 +108,45 @@ class Segmentation(Suite):
         context = {
             "options": options,
             "files": files,
-            "missing": len(truth) - len(cases) + sum(f is None for f in files.values()),
+            "truth": sorted(truth),
+            "missing": _missing(truth, files),
             # issue 23: BraTS_evaluation's table names rows by truth file and penalises missing cases
             "truth_files": {case: path.name for case, path in truth.items()},
             "missing_names": sorted(set(truth) - set(cases)) if policy == "penalty" else [],
         }
         return Plan(tasks=tasks, context=context)
+
+    def cases(self, plan: Plan) -> list[str]:
+        return list(plan.context["truth"])
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        options = plan.context["options"]
+        scored, _ = aggregate.split(outcomes, {case: case for case in plan.context["files"]})
+        return census.census(options, scored)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        truth = [case for case in plan.context["truth"] if case in cases]
+        files = {case: file for case, file in plan.context["files"].items() if case in cases}
+        context = {**plan.context, "truth": truth, "files": files, "missing": _missing(truth, files)}
+        return Plan([t for t in plan.tasks if t.key in cases], context)
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        """Each key's source as ``reference.definitions`` gives it (``provenance.sources``: the
+        library that returns the very value, ``suite`` or ``none``); a whole evaluation's keys
+        all come from its reference."""
+        options = Options.from_phase(phase)
+        if options.mode is not None:
+            from evaluation.suites.segmentation import modes
+
+            source = {"source": "library", "library": modes.REFERENCES[options.mode.kind]}
+            return dict.fromkeys(options.mode.keys(), source)
+        found = {}
+        for key, source in provenance.sources(options).items():
+            entry = {"source": "suite" if source in ("suite", "none") else "library"}
+            if source in REFERENCE:
+                entry["library"] = REFERENCE[source]
+            found[key] = entry
+        return found
 
     def score(self, payload: CaseTask) -> dict:
         if payload.options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)

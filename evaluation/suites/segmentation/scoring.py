@@ -70,9 +70,10 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
     and the case's spacing, shape and diagonal (the worst distance of ``nan_policy: worst``)."""
     labels = options.label_ids  # none for one foreground class of instance ids
     table, low, high = scan(truth, pred, labels)
-    results, details = {}, {}
+    results, details, empty = {}, {}, {}
     for cls in options.classes:
         members = np.array([labels.index(label) + 1 for label in cls.labels] or [1], np.int64)
+        empty[cls.name] = empties.situation(int(table[members, :].sum()), int(table[:, members].sum()))
         window = class_window(low, high, members, truth.ndim)
         lookup, default = membership(cls.labels)
         box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
@@ -80,7 +81,14 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
-    found = {"spacing": list(spacing), "shape": list(truth.shape), "diagonal": diagonal, "classes": results, "instances": details}
+    found = {
+        "spacing": list(spacing),
+        "shape": list(truth.shape),
+        "diagonal": diagonal,
+        "classes": results,
+        "instances": details,
+        "empty": empty,  # each class's empty-mask situation, for the census
+    }
     if "multiclass" in options.metrics:  # over the label slots: the background and each declared label
         found["multiclass"] = multiclass.measures(table)
     return found

@@ -38,3 +38,19 @@ class TomoFoam(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
+
+    def cases(self, plan: Plan) -> list[str]:
+        return list(plan.context)
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        return aggregate.census(plan.context, outcomes, Options.from_phase(phase).harm_mean_of)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        return Plan([t for t in plan.tasks if t.key in cases], [name for name in plan.context if name in cases])
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        where = {"source": "reference", "repository": aggregate.REFERENCE["repository"], "commit": aggregate.REFERENCE["commit"]}
+        return {
+            key: {**where, "function": "foam_phantom_utils.py:compute_scores, metrics"}
+            for key in ("harm_mean", "dice", "recall", "boundary_dice")
+        }

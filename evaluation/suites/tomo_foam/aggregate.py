@@ -6,9 +6,13 @@ their harmonic means. A phantom that could not be scored counts 0 in every mean,
 empty submission would rank.
 """
 
+import math
+
 import numpy as np
 
 from evaluation.contract import Outcome, Result
+from evaluation.contract import census as census_node
+from evaluation.metrics.means import harmonic_mean
 from evaluation.suites.tomo_foam.scores import SCORE_KEYS
 
 REFERENCE = {
@@ -35,3 +39,29 @@ def case_entry(outcome: Outcome) -> dict:
 def mean_scores(entries: list[dict]) -> dict[str, float]:
     """Each score's arithmetic mean over the phantoms (NaN if one is NaN)."""
     return {key: float(np.mean([entry[key] for entry in entries])) for key in SCORE_KEYS}
+
+
+PARTS = ("dice_foam", "sens_large", "sens_medium", "sens_small", "dice_edge")  # the harmonic mean's five scores
+
+
+def census(names: list[str], outcomes: dict[str, Outcome], harm_mean_of: str) -> dict:
+    """Undefined scores (a void class absent from the phantom: NaN), and the leaderboard's
+    ``harm_mean`` under each ``harm_mean_of`` (the reference's NaN, or the defined scores')."""
+    undefined = sum(math.isnan(outcomes[n].value[k]) for n in names if outcomes[n].ok for k in PARTS)
+    values = {
+        policy: float(
+            np.mean(
+                [
+                    harmonic_mean([outcomes[n].value[k] for k in PARTS], policy == "defined") if outcomes[n].ok else 0.0
+                    for n in names
+                ]
+            )
+        )
+        for policy in ("all", "defined")
+    }
+    return census_node(
+        "(phantom, score) pairs",
+        {"undefined score (void class absent)": undefined},
+        "harm_mean",
+        {"harm_mean_of": (harm_mean_of, values)},
+    )

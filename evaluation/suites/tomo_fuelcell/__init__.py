@@ -11,6 +11,8 @@ nest, and every region is counted in one pass (``regions``). docs/suites/tomo_fu
 the organiser's page.
 """
 
+import dataclasses
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -35,3 +37,17 @@ class TomoFuelCell(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
+
+    def cases(self, plan: Plan) -> list[str]:
+        return list(plan.context.steps)
+
+    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+        return aggregate.census(plan.context, outcomes, Options.from_phase(phase).empty_region)
+
+    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+        steps = tuple(step for step in plan.context.steps if step in cases)
+        return Plan([t for t in plan.tasks if t.key in cases], dataclasses.replace(plan.context, steps=steps))
+
+    def definitions(self, phase: Phase) -> dict[str, dict]:
+        where = {"source": "suite", "definition": aggregate.REFERENCE["definition"]}
+        return {"harm_mean": {**where, "function": "evaluation/suites/tomo_fuelcell/aggregate.py:summarize"}}
