@@ -107,16 +107,17 @@ def test_local_run_seals_the_private_crop(tmp_path):
     assert _leaks(_visible(tmp_path / "out", run), _private_numbers(private), ["crop114"]) == []
 
 
-def test_grand_challenge_keeps_private_results_in_their_own_output(tmp_path):
+def test_grand_challenge_writes_no_private_file_and_leaks_nothing(tmp_path):
     """Grand-Challenge's algorithm-phase layout: metrics.json (shown to participants) holds
-    case_a only; case_b's values are in private-results.json, the organizer's evaluation output."""
+    case_a only, and no private file is written (every output beyond metrics.json is shown to
+    the participant); case_b's values, from the same upload scored locally, appear nowhere."""
     phase = _phase_with_private(GRAND_CHALLENGE / "ground-truth", tmp_path / "phase", "{cases: [case_b]}")
     shutil.copytree(GRAND_CHALLENGE / "input", tmp_path / "input")
     run = run_cli(tmp_path / "input", phase, tmp_path / "out", "--platform", "grand-challenge")
     assert run.code == 0, run.stderr
-    private = json.loads((tmp_path / "out" / PRIVATE_RESULTS_FILE).read_text())
-    assert set(private["case"]) == {"case_b"} and set(run.metrics["case"]) == {"case_a"}
-    assert private["leaderboard"] != run.metrics["leaderboard"]
+    assert not (tmp_path / "out" / PRIVATE_RESULTS_FILE).exists() and set(run.metrics["case"]) == {"case_a"}
+    everything = run_cli(tmp_path / "input", GRAND_CHALLENGE / "ground-truth", tmp_path / "all", "--platform", "grand-challenge")
+    private = {"case": {"case_b": everything.metrics["case"]["case_b"]}, "aggregates": {}, "leaderboard": {}, "case_scores": {}}
     numbers = _private_numbers(private) - _private_numbers(
         {"case": run.metrics["case"], "aggregates": {}, "leaderboard": {}, "case_scores": {}}
     )

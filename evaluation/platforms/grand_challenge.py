@@ -46,6 +46,16 @@ class GrandChallenge(Platform):
     def submission_folder(self) -> Path:
         return self.input.resolve()  # /input is the runtime's symlink to the job's input folder
 
+    def private_output(self) -> None:
+        """None: Grand-Challenge keeps only the outputs the phase configures, and shows every one
+        beyond metrics.json to whoever may see the evaluation, the participant included
+        (rse-grand-challenge ``evaluation/templates/evaluation/evaluation_detail.html``, the
+        "Additional Outputs" of ``Evaluation.additional_outputs``); its one hidden channel,
+        metrics.json with ``display_all_metrics`` off, hangs on a setting the grader cannot see.
+        The private leaderboard comes from ``rescore`` on the uploads, which organizers can
+        download (a prediction-file phase's zips; an algorithm phase's job outputs)."""
+        return None
+
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
         if not (self.input / PREDICTIONS).is_file():
             return super().submission(phase, scratch)
