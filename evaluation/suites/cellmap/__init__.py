@@ -17,6 +17,8 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 - ``scoring`` (one task) and ``aggregate`` (the result).
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -47,3 +49,9 @@ class CellMap(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, Options.from_phase(phase), output)
+
+    def check(self, payload: Pair) -> dict:
+        return scoring.check(payload, VERSIONS[payload.version])

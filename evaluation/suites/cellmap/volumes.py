@@ -296,6 +296,15 @@ def _semantic_tile_voxels(*volumes) -> int:
     return max(1, SEMANTIC_TILE_BYTES // per_voxel)
 
 
+def decode(volume, chunks=None) -> None:
+    """Read every tile of ``volume`` that may hold data once, as the semantic pass reads it, and
+    keep nothing (the preflight: a corrupt or oversized chunk fails here as it fails scoring).
+    ``chunks`` aligns the tiles (the stored array's chunks, so each is decoded once)."""
+    for box in tiles(volume.shape, chunks or getattr(volume, "chunks", None), _semantic_tile_voxels(volume)):
+        if is_stored(volume, box):
+            _read(volume, box, True)
+
+
 def foreground_counts(truth, pred) -> BinaryCounts:
     """Confusion counts of ``truth > 0`` against ``pred > 0`` summed tile by tile: the voxel
     counts every semantic score derives from (``scoring.py`` ``score_semantic``, v2's IoU, Dice
