@@ -23,6 +23,8 @@ files, tasks), ``masks`` (dilation, components), ``scoring`` (one image), ``aggr
 (summaries, metrics.json), ``plots`` and ``report`` (CSV tables, PNG plots, report.html).
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -46,6 +48,12 @@ class Annotators(Suite):
 
     def score(self, payload: ImageTask) -> dict:
         return scoring.score_task(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: ImageTask) -> dict:
+        return scoring.check_task(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)

@@ -414,7 +414,8 @@ def _publish_node(node: Path, out: Path) -> None:
     for name in METADATA_FILES:
         if (node / name).is_file():
             document = untrusted.load_json(node / name, "truth zarr metadata", PhaseError)
-            (out / name).write_text(json.dumps(_geometry_only(name, document)))
+            kept = _geometry_only(name, document)
+            (out / name).write_bytes((node / name).read_bytes() if kept == document else json.dumps(kept).encode())
     if zarr_store.node_kind(node) == zarr_store.ARRAY:
         return
     for child in zarr_store.children(node):

@@ -21,6 +21,8 @@ batch in a worker), ``aggregate`` (metrics.json, summary.json, leaderboard), ``r
 (report.txt and report.html).
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -42,6 +44,12 @@ class Multiclass(Suite):
 
     def score(self, payload: Batch) -> dict:
         return scoring.score_batch(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: Batch) -> dict:
+        return scoring.check_batch(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context

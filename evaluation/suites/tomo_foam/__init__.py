@@ -13,11 +13,13 @@ Modules: ``options`` (the phase options), ``truth`` (a phantom's ground truth), 
 ``scoring`` (one phantom), ``aggregate`` (the phase's result), ``rasterize`` (build time).
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.tomo_foam import aggregate, inputs, scoring
+from evaluation.suites.tomo_foam import aggregate, inputs, scoring, truth
 from evaluation.suites.tomo_foam.inputs import PhantomTask
 from evaluation.suites.tomo_foam.options import NAME, Options
 from evaluation.suites.tomo_foam.rasterize import rasterize_phase
@@ -38,3 +40,9 @@ class TomoFoam(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        truth.publish(phase, Options.from_phase(phase), output)
+
+    def check(self, payload: PhantomTask) -> dict:
+        return scoring.check_phantom(payload)

@@ -11,6 +11,8 @@ nest, and every region is counted in one pass (``regions``). docs/suites/tomo_fu
 the organiser's page.
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -35,3 +37,9 @@ class TomoFuelCell(Suite):
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: StepTask) -> dict:
+        return scoring.check_step(payload)
