@@ -2,8 +2,9 @@
 
 Only when stderr is a terminal: the platforms run the grader without one (their logs must hold
 JSON lines and, on stderr, the participant's line alone), so they never see a progress line.
-At a terminal the line is rewritten in place and erased when the run ends, so that the
-participant's line, when there is one, stays the last line of stderr.
+At a terminal the line is rewritten in place (the log lines a person sees on stdout write over
+it) and erased when the run ends, so that the participant's line, when there is one, stays the
+last line of stderr.
 """
 
 import sys
@@ -22,7 +23,8 @@ class Progress:
     def update(self, done: int, total: int) -> None:
         elapsed = time.monotonic() - self.started
         left = f", about {duration(elapsed / done * (total - done))} left" if 0 < done < total else ""
-        self.stream.write(f"{_ERASE}{self.what}: {done}/{total} cases done{left}")
+        # the cursor goes back to the line's start: a log line on stdout then writes over it
+        self.stream.write(f"{_ERASE}{self.what}: {done}/{total} cases done{left}\r")
         self.stream.flush()
         self.shown = True
 

@@ -7,10 +7,13 @@ shows the participant. Both runs are capped as the corpus caps them (``RLIMIT_DA
 limit). The fast variant runs a representative kind of each suite and format in this process.
 """
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from helpers.hostile import KINDS, MEMORY_LIMIT_MB
 from helpers.preflight import capped, check_args, grade_args, in_process, publish
-from test_hostile_corpus import workspace  # noqa: F401 - the fixture that removes 1500-deep trees
+from test_hostile_corpus import _remove
 
 TIME_LIMIT_S = 120
 REPRESENTATIVE = (
@@ -29,6 +32,16 @@ REPRESENTATIVE = (
 )
 
 
+@pytest.fixture
+def workspace():
+    """A short folder (a socket's path must stay below 108 bytes under pytest-xdist's folders),
+    removed deepest first (the corpus holds trees 1500 folders deep)."""
+    root = Path(tempfile.mkdtemp(prefix="preflight-"))
+    yield root
+    _remove(root)
+    root.rmdir()
+
+
 def _prepare(kind, root):
     phase = kind.phase(root)
     submission = kind.submission(root)
@@ -37,7 +50,7 @@ def _prepare(kind, root):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
-def test_check_against_the_public_phase_ends_as_grading(kind, workspace):  # noqa: F811
+def test_check_against_the_public_phase_ends_as_grading(kind, workspace):
     phase, submission, public = _prepare(kind, workspace)
     workdir = workspace / "cwd"
     workdir.mkdir()
