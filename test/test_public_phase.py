@@ -27,7 +27,6 @@ FAST = (
     "cellmap/k_mask",
     "fisbe/a_perfect",
     "segmentation/instances",
-    "tomo_foam/labels.npy",
     "tomo_fuelcell",
 )
 PHASES = [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in BUILDERS]
@@ -107,3 +106,23 @@ def test_publish_refuses_a_public_phase_and_a_folder_inside_the_phase(tmp_path):
         publish_phase(phases.load(phase), phase / "public")
     with pytest.raises(PhaseError, match="not empty"):
         publish_phase(phases.load(phase), public_dir)
+
+
+def test_a_header_stands_for_a_file_without_its_voxels(tmp_path):
+    from helpers.hostile import itk_image, truth_map
+
+    from evaluation.errors import PhaseError
+    from evaluation.readers import images
+
+    path = itk_image(truth_map(1), tmp_path / "full" / "case_1.mha", spacing=(1.0, 1.0, 2.0), origin=(3.0, 4.0, 5.0))
+    header = public.Header.of(images.read(path, trusted=True))
+    public.write_header(tmp_path / "public" / "case_1.mha", header)
+    assert public.read_header(tmp_path / "public" / "case_1.mha") == header
+    assert header.shape == (6, 8, 8) and header.spacing == (2.0, 1.0, 1.0) and header.origin == (5.0, 4.0, 3.0)
+    volume = header.volume()
+    assert volume.array.shape == (6, 8, 8) and volume.array.strides == (0, 0, 0)  # no memory behind it
+    images.check_geometry(images.read(path), volume, "case_1.mha")  # the prediction on the truth's grid passes
+    assert public.voxel_count(tmp_path / "public" / "case_1.mha", "truth") == public.voxel_count(path, "truth") == 384
+    assert not public.is_header(path)
+    with pytest.raises(PhaseError, match="not a header"):
+        public.read_header(path)

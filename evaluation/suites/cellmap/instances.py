@@ -618,7 +618,7 @@ class Instances:
     def scan(cls, pred, truth, voxel_size) -> "Instances":
         """One pass over ``truth`` and ``pred`` (volumes, or arrays) in tiles."""
         truth, pred = volumes.as_volume(truth), volumes.as_volume(pred)
-        boxes = list(volumes.tiles(truth.shape, getattr(truth, "chunks", None), volumes.TILE_VOXELS, split_x=False))
+        boxes = volumes.instance_tiles(truth)
         for special in (False, True):
             scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False
             for box in boxes:

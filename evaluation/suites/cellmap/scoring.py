@@ -3,10 +3,9 @@ the fields every entry carries (``utils/eval_utils/scoring.py`` ``score_label``)
 
 import numpy as np
 
-from evaluation.readers import zarr_store
 from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.alignment import BlockResampled, Resampled
-from evaluation.suites.cellmap.inputs import Pair, open_pair, open_prediction, open_truth
+from evaluation.suites.cellmap.inputs import Pair, open_pair, open_prediction
 from evaluation.suites.cellmap.versions import Version
 
 # The preflight's time model: seconds of a task per G voxel of its crop, from the summed task
@@ -32,13 +31,13 @@ def score(pair: Pair, version: Version) -> dict:
 
 
 def check(pair: Pair, version: Version) -> dict:
-    """The preflight of one pair: the truth's metadata (all a public phase holds), the submitted
-    array aligned onto the crop's grid as scoring aligns it, every stored tile of it decoded;
-    and the estimated seconds of scoring it."""
-    open_truth(pair)
+    """The preflight of one pair: the arrays opened as scoring opens them (of the truth and its
+    mask, the metadata a public phase holds), then the submitted array, aligned onto the crop's
+    grid, decoded in the tiles of the pass that scores it, in their order (unmasked: a public
+    phase cannot tell where the mask is empty); and the estimated seconds of scoring it."""
+    truth, scored = open_pair(pair, version.INFER_SCALE_FROM_SHAPE)
     pred = open_prediction(pair, version.INFER_SCALE_FROM_SHAPE)
+    volumes.decode(pred, volumes.instance_tiles(truth) if pair.instance else volumes.semantic_tiles(truth, scored))
     resampled = isinstance(pred.inner, (Resampled, BlockResampled))
-    source = zarr_store.open_array(pair.pred, pair.display)
-    volumes.decode(pred, None if resampled else (source.shards or source.chunks))
     rate = INSTANCE_SECONDS_PER_GVOXEL if pair.instance else SEMANTIC_SECONDS_PER_GVOXEL
     return {"seconds": int(np.prod(pair.grid.shape)) / 1e9 * rate * (RESAMPLED_FACTOR if resampled else 1.0)}
