@@ -57,6 +57,7 @@ class PhaseError(GraderError):
 
 
 def last_line(text: str) -> None:
-    """The line a participant sees: plain text, last on stderr (the log is on stdout)."""
+    """A line for the participant, plain text on stderr (the log is on stdout); the last one a
+    run writes is the line the platform shows."""
     sys.stdout.flush()
     print(" ".join(text.split()), file=sys.stderr, flush=True)

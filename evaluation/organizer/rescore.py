@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, report, suites
+from evaluation import __version__, log, machine, numba_cache, public, report, suites
 from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
@@ -424,6 +424,7 @@ def rescore(
     """Score every submission in ``submissions``; returns the run's summary."""
     started = time.monotonic()
     phase = phases.load(phase_folder)
+    public.refuse_grading(phase)
     suite = suites.get(phase.suite)
     if phase.option("case_time_limit_s"):
         _log.warning("time_limit_not_enforced", reason="Dask tasks cannot be stopped; case_time_limit_s is ignored")
