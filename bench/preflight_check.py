@@ -12,7 +12,8 @@ Grand-Challenge's per-process limit (``prlimit --data=7516192768``) where it is 
 - ``python -m evaluation publish`` of the phase;
 - ``check`` against the public phase and against the full phase (published on the fly): wall
   time of the command line (interpreter, imports, intake, plan, the tasks) and of its tasks,
-  with the estimate it prints;
+  with the estimate it prints; and with one worker, its tasks one after the other against the
+  submission's floor;
 - for comparison, grading (``cellmap_crop.py --workload nuclei1000`` measures it too).
 
     python bench/preflight_check.py [--cache DIR] [--repeat 2]
@@ -78,6 +79,13 @@ def main() -> None:
                 f"submission's); tasks {tasks} s   [{load()}]"
             )
         print(f"  {run['last_line']}")
+        one = best(
+            [command("check", "--input", str(submission), "--phase", str(public), "--workers", "1") for _ in range(args.repeat)]
+        )
+        print(
+            f"check, public phase, one worker: tasks        {sum(one['tasks']):8.2f} s  "
+            f"({sum(one['tasks']) / floor_submission:.2f}x reading the submission); command line {one['seconds']:.2f} s"
+        )
         graded = run_cli(submission, phase, folder / "out", prefix=PREFIX)
         print(f"grading: command line                         {graded['seconds']:8.2f} s  exit {graded['exit']}   [{load()}]")
     finally:
