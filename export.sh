@@ -14,12 +14,19 @@
 #                                     files inside the phase stored as files, anything the
 #                                     platform's extraction refuses refused here, the phase's name
 #                                     inside (Grand-Challenge refuses a tarball it already has)
+#   ./export.sh --public-phase     -> also public-phase[-<phase>]-<version>.tar.gz: the phase's public copy
+#                                     (python -m evaluation publish, run by the exported image), for
+#                                     participants' preflight (python -m evaluation check)
+# The options combine (./export.sh --ground-truth --public-phase).
 # Build first (./build.sh). OUTPUT_DIR sets where the files go (default: this folder);
 # PHASE_DIR the phase folder (default: ground-truth), PHASE_NAME its name (default: the folder's);
 # GZIP_LEVEL the archives' compression (default 6; 1 is about three times faster, 10 % larger).
 set -euo pipefail
 cd "$(dirname "$0")"
 . container/engine.sh
+for option in "$@"; do
+  case "$option" in --ground-truth|--public-phase) ;; *) echo "unknown option $option (--ground-truth, --public-phase)" >&2; exit 1 ;; esac
+done
 engine=$(pick_engine)
 out=${OUTPUT_DIR:-.}
 mkdir -p "$out"
@@ -42,11 +49,24 @@ save "$IMAGE_TAG" "$out/${IMAGE_NAME}-${version}.tar.gz"
 save "$INVOKE_TAG" "$out/${IMAGE_NAME}-invoke-${version}.tar.gz"
 save "$CODABENCH_TAG" "$out/${IMAGE_NAME}-codabench-${version}.tar.gz"
 
-if [ "${1:-}" = "--ground-truth" ]; then
-  phase_dir=${PHASE_DIR:-ground-truth}
-  phase_name=${PHASE_NAME:-$(basename "$(cd "$phase_dir" && pwd)")}
-  tarball="$out/ground-truth-${version}.tar.gz"
-  [ "$phase_name" = ground-truth ] || tarball="$out/ground-truth-${phase_name}-${version}.tar.gz"
-  python3 container/ground_truth_tarball.py "$phase_dir" "$tarball" --phase "$phase_name"
-  echo "upload $tarball as the phase's ground truth"
-fi
+phase_dir=${PHASE_DIR:-ground-truth}
+phase_name=${PHASE_NAME:-$(basename "$(cd "$phase_dir" && pwd)")}
+suffix="${version}.tar.gz"
+[ "$phase_name" = ground-truth ] || suffix="${phase_name}-${version}.tar.gz"
+for option in "$@"; do
+  case "$option" in
+    --ground-truth)
+      tarball="$out/ground-truth-${suffix}"
+      python3 container/ground_truth_tarball.py "$phase_dir" "$tarball" --phase "$phase_name"
+      echo "upload $tarball as the phase's ground truth"
+      ;;
+    --public-phase)
+      # publish inside the image (its grader, no write access to the phase), the result streamed out as a tarball
+      public="$out/public-phase-${suffix}"
+      "$engine" run --rm --network none --entrypoint sh -v "$(cd "$phase_dir" && pwd):/phase:ro" "$IMAGE_TAG" \
+        -c 'python -m evaluation publish /phase --output /tmp/public >&2 && tar -czf - -C /tmp/public .' > "$public.partial"
+      mv "$public.partial" "$public"
+      echo "wrote $public: give it to participants for python -m evaluation check --phase"
+      ;;
+  esac
+done

@@ -232,11 +232,16 @@ def write_large(folder: Path, name: str, seed: int = 0) -> tuple[Path, Path]:
 def decoding_floor(phase: Path, submission: Path) -> float:
     """Seconds to read every stored array of the crop once (truth and submission), chunk by
     chunk, with the grader's own zarr reader: what any scoring must at least do."""
+    return read_arrays(phase / "truth.zarr" / "crop1", submission / "submission.zarr" / "crop1")
+
+
+def read_arrays(*groups: Path) -> float:
+    """Seconds to read every array of the zarr ``groups`` once, chunk by chunk."""
     from evaluation.readers import zarr_store
     from evaluation.suites.cellmap import volumes
 
     started = time.perf_counter()
-    for root in (phase / "truth.zarr" / "crop1", submission / "submission.zarr" / "crop1"):
+    for root in groups:
         for name in zarr_store.array_names(root):
             array = zarr_store.open_array(root / name, name, trusted=True)
             for box in volumes.tiles(array.shape, array.chunks, 16 << 20):

@@ -10,10 +10,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, organizer, platforms, provenance, report, runner, sealed, suites
+from evaluation import (
+    __version__,
+    log,
+    machine,
+    numba_cache,
+    organizer,
+    platforms,
+    preflight,
+    provenance,
+    public,
+    report,
+    runner,
+    sealed,
+    suites,
+)
 from evaluation import phase as phases
-from evaluation.contract import Resources
-from evaluation.errors import EXIT_INTERNAL, EXIT_OK, EXIT_SUBMISSION, GraderError, SubmissionError
+from evaluation import progress as progresses
+from evaluation.contract import Resources, verdict
+from evaluation.errors import EXIT_INTERNAL, EXIT_SUBMISSION, INTERNAL_ERROR_LINE, GraderError, SubmissionError, last_line
 from evaluation.platforms import additional, invoke
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
 
@@ -21,10 +36,6 @@ _log = log.get("evaluation")
 
 CONTAINER_INPUT = Path("/input")
 CONTAINER_OUTPUT = Path("/output")
-INTERNAL_ERROR_LINE = (
-    "Evaluation failed because of an internal error of the grader, not because of your submission; "
-    "please contact the challenge organizers."
-)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -38,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         epilog=(
             "Exit status: 0 scored; 2 the submission is unusable (the last stderr line says why); "
             "1 internal error. With no arguments the container's paths are used. "
+            "Before uploading: 'python -m evaluation check --input DIR --phase PHASE_DIR' runs the platform's checks "
+            "without the ground truth; 'publish' writes the public phase it runs on. "
             "Organizer subcommands: 'rescore' (many submissions, on Dask), 'rank' (the final ranking "
             "and its uncertainty), 'sensitivity' (ranks under each metric definition), 'compare' (what a "
             "re-score changed, and why), 'fingerprint' (hash a phase's files once) and 'rasterize' "
@@ -80,6 +93,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     phase = phases.load(platform.ground_truth)
+    public.refuse_grading(phase)
     suite = suites.get(phase.suite)
     declared_outputs = additional.outputs(phase)  # checked before anything is scored
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
@@ -93,10 +107,10 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         )
         _log.info("resources", **_resources(resources))
         plan = suite.plan(submission, phase, resources)
-        outcomes = runner.run(plan.tasks, suite.score, resources)
+        outcomes = runner.run(plan.tasks, suite.score, resources, progress=progresses.at_terminal("scoring"))
         summaries = sealed.summarize(suite, phase, plan, outcomes)
     result = summaries.public
-    failures = [o for o in outcomes.values() if not o.ok]
+    failures = [outcomes[t.key] for t in plan.tasks if not outcomes[t.key].ok]
     publish_cases = phase.option("publish_cases")
     fingerprint = provenance.phase_fingerprint(phase.root)
     made_by = lambda hidden: provenance.document(  # noqa: E731
@@ -137,15 +151,11 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         version=__version__,
         **_resources(resources),
     )
-    if not failures:
-        return EXIT_OK
-    if any(f.kind != "submission" for f in failures):
-        _last_line(INTERNAL_ERROR_LINE)
-        return EXIT_INTERNAL
-    more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
-    public = [f for f in failures if f.key in summaries.public_outcomes]
-    _last_line(f"Submission rejected: {public[0].message if public else sealed.SEALED_FAILURE}{more}")
-    return EXIT_SUBMISSION
+    hidden = frozenset(key for key in outcomes if key not in summaries.public_outcomes)
+    code, line = verdict(plan.tasks, outcomes, hidden, sealed.SEALED_FAILURE)
+    if line:
+        last_line(line)
+    return code
 
 
 def _resources(resources: Resources) -> dict:
@@ -158,12 +168,6 @@ def _resources(resources: Resources) -> dict:
     }
 
 
-def _last_line(text: str) -> None:
-    """The line a participant sees: plain text, last on stderr (the log is on stdout)."""
-    sys.stdout.flush()
-    print(" ".join(text.split()), file=sys.stderr, flush=True)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in organizer.COMMANDS:
@@ -173,20 +177,35 @@ def main(argv=None) -> int:
     if argv and argv[0] == "serve":
         log.configure()
         return invoke.serve(argv[1:])
+    if argv and argv[0] == "publish":
+        return preflight.publish_command(argv[1:])
+    if argv and argv[0] == "check":
+        args = preflight.parse_check_args(argv[1:])
+        if args.score:
+            args.output = args.output or Path(tempfile.mkdtemp(prefix="evaluation-check-"))
+            return run(args, lambda platform: grade(platform, args.workers))
+        return run(args, lambda platform: preflight.check(platform, args.workers, args.memory_mb, args.output))
     args = parse_args(argv)
+    return run(args, lambda platform: grade(platform, args.workers))
+
+
+def run(args: argparse.Namespace, action) -> int:
+    """``action(platform)`` for the command line's arguments, with the exit status and last
+    line every failure ends in: 2 and the participant's line for a submission error, 1 and the
+    neutral line for anything else (its cause in the log)."""
     log.configure(args.log_level)
     numba_cache.use_install_cache(numba_cache.compiled_folders())  # before any kernel module is imported
     try:
         platform = platforms.detect(args.platform, args.input, args.ground_truth, args.output)
         log.hide_ground_truth(platform.ground_truth)
-        return grade(platform, args.workers)
+        return action(platform)
     except SubmissionError as exc:
         _log.error("submission_rejected", message=str(exc))
-        _last_line(f"Submission rejected: {exc}")
+        last_line(f"Submission rejected: {exc}")
         return EXIT_SUBMISSION
     except GraderError as exc:
         _log.error("phase_or_grader_error", message=str(exc))
     except Exception:
         _log.exception("internal_error")
-    _last_line(INTERNAL_ERROR_LINE)
+    last_line(INTERNAL_ERROR_LINE)
     return EXIT_INTERNAL

@@ -8,6 +8,9 @@ import upward to learn them.
 A suite turns (submission, phase, resources) into a ``Plan`` of independent ``Task``s, scores
 one task's typed ``Payload`` in a worker process, and summarises the ``Outcome``s into a
 ``Result``: the metrics document, the leaderboard columns, a score per case and report files.
+For the preflight (``python -m evaluation check``) it also writes what a participant may hold
+of its phase (``publish``) and reads a task's submitted arrays without the truth (``check``);
+``verdict`` turns the outcomes of either run into its exit status and last line.
 """
 
 import dataclasses
@@ -17,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from evaluation import machine
-from evaluation.errors import GraderError, SubmissionError
+from evaluation.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_SUBMISSION,
+    INTERNAL_ERROR_LINE,
+    GraderError,
+    SubmissionError,
+)
 
 if TYPE_CHECKING:  # annotations only: the contract stays below the modules that build these
     from evaluation.phase import Phase
@@ -93,8 +103,13 @@ class Task:
 
 @dataclass
 class Plan:
+    """The tasks, what ``summarize`` needs besides their outcomes (``context``, typed by the
+    suite), and the cases the submission holds no prediction for (``missing``: scored as the
+    phase's policy says, empty or left out; the preflight lists them)."""
+
     tasks: list[Task]
-    context: Any = None  # what summarize() needs besides the outcomes, typed by the suite
+    context: Any = None
+    missing: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,24 @@ def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict
     if isinstance(exc, GraderError):
         return {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
     return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))}
+
+
+def verdict(
+    tasks: list[Task], outcomes: dict[str, "Outcome"], sealed: frozenset[str] = frozenset(), sealed_message: str = ""
+) -> tuple[int, str | None]:
+    """The exit status of a run and the participant's last line (None when every task
+    succeeded), from its outcomes taken in the plan's order, so that the line does not depend
+    on which worker finished first: grading and the preflight end alike. Any failure that is
+    not the submission's is an internal error, with a neutral line. A failed task of a sealed
+    case (``sealed``: task keys) is named last and only as ``sealed_message``."""
+    failures = [outcomes[t.key] for t in tasks if not outcomes[t.key].ok]
+    if not failures:
+        return EXIT_OK, None
+    if any(f.kind != "submission" for f in failures):
+        return EXIT_INTERNAL, INTERNAL_ERROR_LINE
+    first = next((f for f in failures if f.key not in sealed), None)
+    more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
+    return EXIT_SUBMISSION, f"Submission rejected: {first.message if first else sealed_message}{more}"
 
 
 @dataclass
@@ -196,6 +229,18 @@ class Suite:
         ``{metric: {"source": "reference" | "library" | "suite", ...}}`` with the repository
         and commit (or library and version) and the function that defines it."""
         return {}
+
+    def publish(self, phase: "Phase", output: Path) -> None:
+        """Write into ``output`` what the public phase holds of this phase besides
+        ``phase.yaml``: what ``plan`` needs, never a voxel of ground truth nor a value derived
+        from one (``evaluation.public``)."""
+        raise NotImplementedError
+
+    def check(self, payload: Payload) -> dict:
+        """Runs in a worker, on a plan of the public phase: read and decode what ``score``
+        reads of the submission, through the same functions and with the same checks, but no
+        ground truth; ``{"seconds": ...}`` estimates what scoring the task takes."""
+        raise NotImplementedError
 
 
 def census(unit: str, rules: dict[str, int], ranking: str, alternatives: dict[str, tuple[object, dict]] | None = None) -> dict:

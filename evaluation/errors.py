@@ -6,10 +6,18 @@ contain ground-truth values or paths. Everything else is the organizer's or our 
 """
 
 import re
+import sys
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_SUBMISSION = 2
+
+# The last line of a run that failed for any other reason than the submission (the cause is in
+# the log above it, which a participant may not see).
+INTERNAL_ERROR_LINE = (
+    "Evaluation failed because of an internal error of the grader, not because of your submission; "
+    "please contact the challenge organizers."
+)
 
 
 # Characters that must not reach a terminal or a web page verbatim: C0/C1 controls, line and
@@ -46,3 +54,10 @@ class PhaseError(GraderError):
     """The phase (config or ground truth) is broken: the organizer has to fix it."""
 
     exit_code = EXIT_INTERNAL
+
+
+def last_line(text: str) -> None:
+    """A line for the participant, plain text on stderr (the log is on stdout); the last one a
+    run writes is the line the platform shows."""
+    sys.stdout.flush()
+    print(" ".join(text.split()), file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ from multiprocessing.connection import wait
 from evaluation import log
 from evaluation.contract import Outcome, Resources, Task, failure
 from evaluation.machine import limit_memory, peak_rss_mb
+from evaluation.progress import Progress
 
 _log = log.get(__name__)
 _CONTEXT = multiprocessing.get_context("fork")
@@ -99,8 +100,15 @@ def _refusal(task: Task, memory_bytes: int, baseline: int) -> Outcome | None:
     return None
 
 
-def run(tasks: list[Task], function, resources: Resources, worker_baseline: int = WORKER_BASELINE_BYTES) -> dict[str, Outcome]:
-    """Run ``function(task.payload)`` for every task; returns key -> Outcome."""
+def run(
+    tasks: list[Task],
+    function,
+    resources: Resources,
+    worker_baseline: int = WORKER_BASELINE_BYTES,
+    progress: Progress | None = None,
+) -> dict[str, Outcome]:
+    """Run ``function(task.payload)`` for every task; returns key -> Outcome. ``progress`` is
+    told how many tasks are done after each one (``progress.at_terminal``)."""
     workers, memory_bytes, time_limit = resources.workers, resources.memory_bytes, resources.time_limit
     refused = {t.key: _refusal(t, memory_bytes, worker_baseline) for t in tasks}
     outcomes: dict[str, Outcome] = {key: outcome for key, outcome in refused.items() if outcome is not None}
@@ -108,6 +116,8 @@ def run(tasks: list[Task], function, resources: Resources, worker_baseline: int 
     running: list[_Running] = []
     try:
         while pending or running:
+            if progress:
+                progress.update(len(outcomes), len(tasks))
             _start_what_fits(pending, running, function, workers, memory_bytes, worker_baseline)
             wait([r.receiver for r in running] + [r.process.sentinel for r in running], timeout=1.0)
             for r in list(running):
@@ -126,21 +136,53 @@ def run(tasks: list[Task], function, resources: Resources, worker_baseline: int 
     finally:
         for r in running:
             r.process.kill()
+        if progress:
+            progress.close()
     return outcomes
+
+
+def schedule(tasks: list[Task], seconds: dict[str, float], resources: Resources, worker_baseline: int = WORKER_BASELINE_BYTES):
+    """(wall seconds, peak bytes of the workers together) of ``run`` on ``resources`` if each
+    task took ``seconds[key]``: the same order (largest estimate first), the same rule for
+    starting a task (a free worker, and its estimate fits beside those running) and the same
+    refusals (they take no time). An estimate, for the preflight's summary."""
+    memory_bytes = resources.memory_bytes
+    pending = sorted(
+        (t for t in tasks if _refusal(t, memory_bytes, worker_baseline) is None), key=lambda t: t.memory_bytes, reverse=True
+    )
+    now, peak, running = 0.0, 0, []  # running: (finish time, footprint)
+    while pending or running:
+        while pending and len(running) < resources.workers:
+            task = _next_task(pending, sum(f for _, f in running), len(running), memory_bytes, worker_baseline)
+            if task is None:
+                break
+            pending.remove(task)
+            running.append((now + seconds.get(task.key, 0.0), footprint(task, worker_baseline)))
+            peak = max(peak, sum(f for _, f in running))
+        now = min(end for end, _ in running)
+        running = [r for r in running if r[0] > now]
+    return now, peak
 
 
 def _start_what_fits(
     pending: list[Task], running: list[_Running], function, workers: int, memory_bytes: int, baseline: int
 ) -> None:
     while pending and len(running) < workers:
-        in_use = sum(footprint(r.task, baseline) for r in running)
-        fits = [t for t in pending if in_use + footprint(t, baseline) <= memory_bytes]
-        if running and not fits:
+        task = _next_task(pending, sum(footprint(r.task, baseline) for r in running), len(running), memory_bytes, baseline)
+        if task is None:
             return
-        task = fits[0] if fits else pending[0]
         pending.remove(task)
         running.append(_Running(task, function, memory_bytes))
         _log.debug("task_started", task=task.key, estimate_mb=task.memory_bytes // 2**20)
+
+
+def _next_task(pending: list[Task], in_use: int, running: int, memory_bytes: int, baseline: int) -> Task | None:
+    """The next task to start beside ``running`` tasks using ``in_use`` bytes: the largest that
+    fits the budget; when none fits, the largest, alone; else None (wait)."""
+    fits = [t for t in pending if in_use + footprint(t, baseline) <= memory_bytes]
+    if running and not fits:
+        return None
+    return fits[0] if fits else pending[0]
 
 
 def _collect(r: _Running, time_limit: float | None) -> Outcome | None:

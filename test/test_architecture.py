@@ -18,13 +18,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evaluation"
 # Lowest first; a module may import modules of its own layer or of a lower one. Matched by
 # the longest prefix of the dotted name.
 LAYERS = [
-    ("evaluation.errors", "evaluation.log", "evaluation.machine", "evaluation.numba_cache", "evaluation.schemas"),
+    (
+        "evaluation.errors",
+        "evaluation.log",
+        "evaluation.machine",
+        "evaluation.numba_cache",
+        "evaluation.progress",
+        "evaluation.schemas",
+    ),
     ("evaluation.phase", "evaluation.contract", "evaluation.provenance"),
     ("evaluation.readers", "evaluation.metrics", "evaluation.archive"),
-    ("evaluation.submission", "evaluation.report", "evaluation.figures", "evaluation.sealed"),
+    ("evaluation.submission", "evaluation.report", "evaluation.figures", "evaluation.public", "evaluation.sealed"),
     ("evaluation.runner", "evaluation.platforms"),
     ("evaluation.suites",),
-    ("evaluation.organizer", "evaluation.cli", "evaluation.__main__"),
+    ("evaluation.organizer", "evaluation.preflight", "evaluation.cli", "evaluation.__main__"),
 ]
 
 

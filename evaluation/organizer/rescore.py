@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, provenance, report, sealed, suites
+from evaluation import __version__, log, machine, numba_cache, provenance, public, report, sealed, suites
 from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
@@ -393,6 +393,7 @@ def rescore(
     of the fingerprint and recorded in the leaderboard."""
     started = time.monotonic()
     phase = phases.load(phase_folder)
+    public.refuse_grading(phase)
     if overrides:
         phase = phases.with_options(phase, overrides)
     suite = suites.get(phase.suite)

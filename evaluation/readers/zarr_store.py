@@ -971,24 +971,26 @@ _POOL, _POOL_PID, _POOL_LOCK = None, None, threading.Lock()
 
 
 def _run(tasks: list, workers: int) -> None:
-    """Run the callables ``tasks`` on up to ``workers`` threads (the caller's included); the
-    first exception is raised once every started task has finished."""
+    """Run the callables ``tasks`` on up to ``workers`` threads (the caller's included); once
+    every started task has finished, the exception of the first failing task *in the list's
+    order* is raised, as a serial run would raise it (tasks are started in order, so every
+    task before a failing one has run): the message names the same chunk on every run."""
     if workers <= 1 or len(tasks) <= 1:
         for task in tasks:
             task()
         return
-    pending, lock, failures = iter(tasks), threading.Lock(), []
+    pending, lock, failures = iter(enumerate(tasks)), threading.Lock(), []
 
     def drain():
         while not failures:
             with lock:
-                task = next(pending, None)
-            if task is None:
+                item = next(pending, None)
+            if item is None:
                 return
             try:
-                task()
+                item[1]()
             except BaseException as exc:  # re-raised by the caller
-                failures.append(exc)
+                failures.append((item[0], exc))
 
     futures = [_pool_executor().submit(drain) for _ in range(min(workers, len(tasks)) - 1)]
     drain()
@@ -996,7 +998,7 @@ def _run(tasks: list, workers: int) -> None:
         if not future.cancel():
             future.result()
     if failures:
-        raise failures[0]
+        raise min(failures, key=lambda failure: failure[0])[1]
 
 
 class Array:

@@ -24,6 +24,7 @@ files, tasks), ``masks`` (dilation, components), ``scoring`` (one image), ``aggr
 """
 
 import dataclasses
+from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase
@@ -48,6 +49,12 @@ class Annotators(Suite):
 
     def score(self, payload: ImageTask) -> dict:
         return scoring.score_task(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: ImageTask) -> dict:
+        return scoring.check_task(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.phase import Phase
@@ -120,7 +120,7 @@ def truth_images(annotators: dict[str, Path]) -> dict[str, dict[str, str | None]
 def annotation_voxels(path: str) -> int:
     """Voxel count of a (trusted) annotation file from its header, for the memory estimate."""
     try:
-        return images.voxel_count(Path(path), display="annotation", trusted=True)
+        return public.voxel_count(Path(path), "annotation")
     except GraderError:  # an estimate only; the worker reports the unreadable file
         return Path(path).stat().st_size * 4
 
@@ -220,7 +220,7 @@ def as_zyx(array: np.ndarray, display: str) -> np.ndarray:
     return array
 
 
-def _zyx_volume(volume: images.Volume, display: str) -> tuple[images.Volume, int]:
+def zyx_volume(volume: images.Volume, display: str) -> tuple[images.Volume, int]:
     """The volume as (Z, Y, X), and the number of axes it had (its geometry's length)."""
     return images.Volume(as_zyx(volume.array, display), volume.spacing, volume.origin, volume.direction), volume.array.ndim
 
@@ -234,7 +234,7 @@ def read_annotations(files: dict[str, str | None], image: str) -> tuple[dict[str
         for name, path in files.items():
             if path is None:
                 continue
-            volume = _zyx_volume(images.read(Path(path), display="annotation", trusted=True), "annotation")
+            volume = zyx_volume(images.read(Path(path), display="annotation", trusted=True), "annotation")
             if first is not None and volume[0].array.shape != first[0].array.shape:
                 raise PhaseError(f"the annotations of image {image!r} differ in shape")
             first = first or volume
@@ -250,7 +250,7 @@ def read_prediction(path: Path, truth: tuple[images.Volume, int], display: str) 
     ``evaluation_metrics``), and the same spacing, origin and direction where both files carry
     them in the same dimension."""
     reference, truth_ndim = truth
-    volume, ndim = _zyx_volume(images.read(path, display=display, max_voxels=reference.array.size), display)
+    volume, ndim = zyx_volume(images.read(path, display=display, max_voxels=reference.array.size), display)
     if ndim != truth_ndim:
         volume, reference = images.Volume(volume.array), images.Volume(reference.array)
     images.check_geometry(volume, reference, display)
@@ -301,4 +301,24 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     context = Context(
         options=options, annotators=list(annotators), images=list(truth), models=sorted(models), skipped=skipped, ignored=ignored
     )
-    return Plan(tasks=tasks, context=context)
+    missing = [f"{model}/{image}" for model in sorted(models) for image in truth if image not in models[model][0]]
+    return Plan(tasks=tasks, context=context, missing=missing)
+
+
+def publish(phase: Phase, output: Path) -> None:
+    """A header of every annotation file, and for an annotator without a file for an image the
+    header of the image's first file under the same name (the tool's missing file: an absent
+    one would tell that the annotator drew nothing), so the first annotator's header is
+    always the file grading checks a prediction against."""
+    annotators = find_annotators(phase, Options.from_phase(phase))
+    for files in truth_images(annotators).values():
+        headers = {
+            name: public.Header.of(images.read(Path(path), display="annotation", trusted=True))
+            for name, path in files.items()
+            if path
+        }
+        first = next(iter(headers))
+        name_of_first = Path(files[first]).name
+        for name, folder in annotators.items():
+            path = Path(files[name]) if files[name] else folder / name_of_first
+            public.header_of(phase, path, output, headers.get(name, headers[first]))

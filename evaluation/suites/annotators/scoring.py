@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.metrics.staple import staple
 from evaluation.metrics.surface import PointSet, distances
 from evaluation.suites.annotators.definitions import (
@@ -26,10 +26,14 @@ from evaluation.suites.annotators.inputs import (
     ImageTask,
     read_annotations,
     read_prediction,
+    zyx_volume,
 )
 from evaluation.suites.annotators.masks import component_count, dilate, footprint
 
 _log = log.get(__name__)
+# The preflight's time model: a 2048^2 image with 3 annotators scores in 3.3-3.9 s
+# (bench/README.md), about 300 s per G voxel and annotator.
+SECONDS_PER_GVOXEL_AND_ANNOTATOR = 300.0
 
 
 @dataclass(frozen=True)
@@ -136,3 +140,12 @@ def score_task(task: ImageTask) -> dict:
         annotations = {name: dilate(mask, element) for name, mask in annotations.items()}
     row = score_image(annotations, model, Settings(o.staple_threshold, o.surface_distance))
     return {**row, "status": "scored" if task.prediction else "missing"}
+
+
+def check_task(task: ImageTask) -> dict:
+    """The preflight of one image: the prediction read as ``score_task`` reads it, checked
+    against the first annotation's header; the estimated seconds of scoring it."""
+    first = public.read_header(Path(next(path for path in task.annotations.values() if path)))
+    if task.prediction is not None:
+        read_prediction(Path(task.prediction), zyx_volume(first.volume(), "annotation"), task.display)
+    return {"seconds": first.voxels / 1e9 * SECONDS_PER_GVOXEL_AND_ANNOTATOR * len(task.annotations)}

@@ -19,6 +19,7 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 
 import dataclasses
 from collections import Counter
+from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
 from evaluation.phase import Phase
@@ -75,3 +76,9 @@ class CellMap(Suite):
 
     def definitions(self, phase: Phase) -> dict[str, dict]:
         return aggregate.definitions(Options.from_phase(phase), VERSIONS[Options.from_phase(phase).version])
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, Options.from_phase(phase), output)
+
+    def check(self, payload: Pair) -> dict:
+        return scoring.check(payload, VERSIONS[payload.version])

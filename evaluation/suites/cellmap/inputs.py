@@ -8,18 +8,19 @@ is scored as not submitted.
 """
 
 import functools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from evaluation import log, machine
+from evaluation import log, machine, public
 from evaluation.contract import Payload, Plan, Task
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics import hausdorff, label_stats
 from evaluation.phase import Phase
-from evaluation.readers import zarr_store
+from evaluation.readers import untrusted, zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
 from evaluation.submission import Submission
 from evaluation.suites.cellmap import alignment, linear, volumes
@@ -204,7 +205,9 @@ def memory_estimate(grid: Grid, source, instance: bool, scale, truth=None, mask=
 
 def plan(submission: Submission, phase: Phase, options: Options, version: Version) -> Plan:
     """One task per submitted (crop, label) with a manifest row; every other truth label of
-    every truth crop gets its not-submitted entry now."""
+    every truth crop gets its not-submitted entry now (not on a public phase, which is never
+    summarised: head's entry counts the truth's instances)."""
+    public_phase = public.is_public(phase)
     truth_root = phase.path(options.truth)
     manifest = read_manifest(phase.path(options.manifest))
     if not truth_root.is_dir():
@@ -235,16 +238,18 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
                 tasks.append(_task(crop, label, root / crops[crop], truth_root / crop, grid, options, version, interpolated))
             else:
                 instance = label in options.instance_classes
-                fixed.setdefault(crop, {})[label] = _not_submitted(truth_root / crop / label, instance, grid, version)
+                entry = None if public_phase else _not_submitted(truth_root / crop / label, instance, grid, version)
+                fixed.setdefault(crop, {})[label] = entry
     _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
     instance_tasks = [t for t in tasks if t.payload.instance and t.refusal is None]
-    if len(instance_tasks) > 1:  # loaded (or compiled) once here rather than in every forked worker
+    if len(instance_tasks) > 1 and not public_phase:  # loaded (or compiled) once here rather than in every forked worker
         value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
         label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
         hausdorff.warm_up()
-    if interpolated and len(tasks) > 1:
+    if interpolated and len(tasks) > 1 and not public_phase:
         linear.warm_up(sorted(interpolated, key=str))
-    return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)))
+    missing = [f"{crop}/{label}" for crop, labels in fixed.items() for label in labels]
+    return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)), missing=missing)
 
 
 def _task(
@@ -323,12 +328,26 @@ def _not_submitted(truth_path: Path, instance: bool, grid: Grid | None, version:
 
 def open_pair(pair: Pair, infer_scale_from_shape: bool):
     """(truth, prediction on the truth's grid) as volumes read region by region, both multiplied
-    by the mask if there is one (``scoring.py`` ``score_label``). The resampling order follows
-    the reference's global instance list, whatever ``instance_classes`` says
-    (``match_crop_space``). Only metadata is read here."""
+    by the mask if there is one (``scoring.py`` ``score_label``). Only metadata is read here."""
+    truth = open_truth(pair)
+    pred = open_prediction(pair, infer_scale_from_shape)
+    if pair.mask:
+        mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask", trusted=True), "mask", trusted=True)
+        pred, truth = volumes.Masked(pred, mask), volumes.Masked(truth, mask)
+    return truth, pred
+
+
+def open_truth(pair: Pair) -> volumes.ZarrVolume:
+    """The truth array as a volume, from its metadata (all a public phase holds of it)."""
     truth = volumes.ZarrVolume(zarr_store.open_array(pair.truth, "truth array", trusted=True), "truth array", trusted=True)
     if truth.shape != tuple(pair.grid.shape):
         raise PhaseError("a truth array's shape differs from its manifest row")
+    return truth
+
+
+def open_prediction(pair: Pair, infer_scale_from_shape: bool):
+    """The submitted array on the truth's grid, unmasked. The resampling order follows the
+    reference's global instance list, whatever ``instance_classes`` says (``match_crop_space``)."""
     source = zarr_store.open_array(pair.pred, pair.display)
     cache = volumes.ChunkCache(source, pair.display, trusted=False)
 
@@ -337,7 +356,7 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
             return cache.read(region)
         return zarr_store.read_array(source, pair.display, region=region, out=out)
 
-    pred = aligned(
+    return aligned(
         source,
         zarr_store.attributes(source),
         pair.grid,
@@ -348,10 +367,6 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
         infer_scale_from_shape=infer_scale_from_shape,
         reusable=True,
     )
-    if pair.mask:
-        mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask", trusted=True), "mask", trusted=True)
-        pred, truth = volumes.Masked(pred, mask), volumes.Masked(truth, mask)
-    return truth, pred
 
 
 @functools.lru_cache(maxsize=256)
@@ -370,3 +385,48 @@ def count_instances(truth_path: Path) -> int:
     slabs (the reference loads the whole array). Cached per path and modification time,
     because a re-scoring run asks once per submission that misses the label."""
     return _count_instances_cached(str(truth_path), truth_path.stat().st_mtime_ns)
+
+
+# --------------------------------------------------------------------------------------------
+# The public phase
+
+GEOMETRY_ATTRIBUTES = ("voxel_size", "translation")  # what a truth array's attributes may tell
+METADATA_FILES = (".zgroup", ".zarray", ".zattrs", "zarr.json")
+
+
+def publish(phase: Phase, options: Options, output: Path) -> None:
+    """The manifest as it is, and the truth zarr's metadata without a chunk: the crops, their
+    arrays' shapes, chunks, data types and codecs, and of their attributes only the voxel size
+    and translation (an organizer's attribute may describe the labels)."""
+    manifest = phase.path(options.manifest)
+    read_manifest(manifest)  # a broken manifest fails here as grading would
+    target = public.target(phase, manifest, output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(manifest.read_bytes())
+    truth_root = phase.path(options.truth)
+    if not truth_root.is_dir():
+        raise PhaseError("the truth zarr named in phase.yaml does not exist")
+    _publish_node(truth_root, public.target(phase, truth_root, output))
+
+
+def _publish_node(node: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name in METADATA_FILES:
+        if (node / name).is_file():
+            document = untrusted.load_json(node / name, "truth zarr metadata", PhaseError)
+            kept = _geometry_only(name, document)
+            (out / name).write_bytes((node / name).read_bytes() if kept == document else json.dumps(kept).encode())
+    if zarr_store.node_kind(node) == zarr_store.ARRAY:
+        return
+    for child in zarr_store.children(node):
+        _publish_node(node / child, out / child)
+
+
+def _geometry_only(name: str, document):
+    """A metadata document with its attributes cut to ``GEOMETRY_ATTRIBUTES``."""
+    keep = lambda attrs: {k: v for k, v in attrs.items() if k in GEOMETRY_ATTRIBUTES} if isinstance(attrs, dict) else {}  # noqa: E731
+    if name == ".zattrs":
+        return keep(document)
+    if name == "zarr.json" and isinstance(document, dict) and "attributes" in document:
+        return {**document, "attributes": keep(document["attributes"])}
+    return document

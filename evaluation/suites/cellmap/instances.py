@@ -625,7 +625,7 @@ class Instances:
         if len(truth.shape) == 2:
             planes = cls.scan(volumes.Planar(pred), volumes.Planar(truth), (1.0, *tuple(voxel_size)[-2:]))
             return dataclasses.replace(planes, cap=max_distance(voxel_size, truth.shape))
-        boxes = list(volumes.tiles(truth.shape, getattr(truth, "chunks", None), volumes.TILE_VOXELS, split_x=False))
+        boxes = volumes.instance_tiles(truth)
         for special in (False, True):
             scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False
             for box in boxes:

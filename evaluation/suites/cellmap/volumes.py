@@ -319,12 +319,31 @@ def _semantic_tile_voxels(*volumes) -> int:
     return max(1, SEMANTIC_TILE_BYTES // per_voxel)
 
 
+def semantic_tiles(truth, pred) -> Iterator[Box]:
+    """The tiles of the semantic pass (``foreground_counts``), in the order it reads them."""
+    return tiles(truth.shape, getattr(truth, "chunks", None), _semantic_tile_voxels(truth, pred))
+
+
+def instance_tiles(truth) -> list[Box]:
+    """The tiles of the instance pass (``instances.Instances.scan``), in the order it reads them."""
+    return list(tiles(truth.shape, getattr(truth, "chunks", None), TILE_VOXELS, split_x=False))
+
+
+def decode(volume, boxes) -> None:
+    """Read ``volume`` on every box of ``boxes`` where it may hold data, in their order, and keep
+    nothing: the preflight, in the tiles of the pass that scoring runs, so that the first
+    corrupt or oversized chunk it meets is the one scoring would meet first."""
+    for box in boxes:
+        if is_stored(volume, box):
+            _read(volume, box, True)
+
+
 def foreground_counts(truth, pred) -> BinaryCounts:
     """Confusion counts of ``truth > 0`` against ``pred > 0`` summed tile by tile: the voxel
     counts every semantic score derives from (``scoring.py`` ``score_semantic``, v2's IoU, Dice
     and accuracy, head's tp/fp/fn), in memory bounded by SEMANTIC_TILE_BYTES whatever the crop."""
     n_truth = n_pred = tp = total = 0
-    for box in tiles(truth.shape, getattr(truth, "chunks", None), _semantic_tile_voxels(truth, pred)):
+    for box in semantic_tiles(truth, pred):
         if not is_stored(truth, box) and not is_stored(pred, box):
             total += box_size(box)
             continue

@@ -15,6 +15,9 @@ lists (``readers.label_stacks``, ``metrics.sparse_labels``), so a 7 x 385 x 685 
 never exists whole in memory.
 """
 
+from pathlib import Path
+
+from evaluation import public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.metrics import lee_thinning
 from evaluation.phase import Phase
@@ -32,11 +35,18 @@ class Fisbe(Suite):
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
         tasks = inputs.tasks(submission, phase, Options.from_phase(phase))
-        lee_thinning.warm_up()  # once here rather than in every forked worker
-        return Plan(tasks=tasks)
+        if not public.is_public(phase):  # once here rather than in every forked worker; a check runs no kernel
+            lee_thinning.warm_up()
+        return Plan(tasks=tasks, missing=[t.key for t in tasks if t.payload.prediction is None])
 
     def score(self, payload: Sample) -> dict:
         return scoring.score(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, Options.from_phase(phase), output)
+
+    def check(self, payload: Sample) -> dict:
+        return scoring.check(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes)

@@ -11,13 +11,14 @@ from a zarr ground truth's attributes; then ``util.check_and_fix_sizes`` centre-
 larger array to the smaller.
 """
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.contract import Payload, Task
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.phase import Phase
@@ -149,13 +150,32 @@ def memory_estimate(truth: Path, keys: tuple[str, ...]) -> int:
     """A rough peak: imports and slabs, plus two bytes per voxel of the image for the largest
     skeletonisation box and the sparse voxel lists (neurons fill a small share of it)."""
     base = 320 * 2**20
-    if images.suffix(truth) in (".zarr", ".hdf", ".h5", ".hdf5"):
-        try:
-            with open_labels(truth, keys, "ground truth", trusted=True) as array:
-                return base + 2 * int(np.prod(array.shape[-3:]))
-        except Exception:  # an unreadable truth fails properly in its task
-            return base
-    return base + 2 * truth.stat().st_size
+    try:
+        return base + 2 * math.prod(truth_spatial_shape(truth, keys))
+    except Exception:  # an unreadable truth fails properly in its task
+        return base
+
+
+def truth_spatial_shape(truth: Path, keys: tuple[str, ...]) -> tuple[int, ...]:
+    """The image's (z, y, x) shape from the ground truth's metadata (a public phase's header)."""
+    if public.is_header(truth):
+        return public.read_header(truth).shape
+    with open_labels(truth, keys, "ground truth", trusted=True) as array:
+        return array.shape[-3:]
+
+
+def publish(phase: Phase, options: Options, output: Path) -> None:
+    """A header of every sample's ground truth: its (z, y, x) shape and data type, nothing of
+    its instance channels (their number is the number of neurons)."""
+    truth_root = phase.path(options.truth)
+    if not truth_root.is_dir():
+        raise PhaseError("the ground-truth folder named in phase.yaml does not exist")
+    for sample, path in truth_files(truth_root).items():
+        with open_labels(path, options.truth_key, "ground truth", trusted=True) as array:
+            if len(array.shape) not in (3, 4):
+                raise PhaseError(f"ground truth of sample {sample} has {len(array.shape)} dimensions after squeezing")
+            header = public.Header(shape=array.shape[-3:], dtype=np.dtype(array.array.dtype).name)
+        public.header_of(phase, path, output, header)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,13 +233,19 @@ def read_sample(sample: Sample) -> SamplePair:
                 [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))],
             )
         else:
-            limit = prediction_voxel_limit(gt_spatial)
-            with open_labels(Path(sample.prediction), sample.prediction_key, sample.display, max_voxels=limit) as pred_array:
-                check_ndim(pred_array)
-                gt_region, pred_region = crops(gt_spatial, pred_array.shape[-3:], sample.display)
-                pred_channels = stream_channels(pred_array, pred_region)
+            gt_region, pred_channels = read_prediction(sample, gt_spatial)
         gt_channels = stream_channels(gt_array, gt_region)
     for channel in gt_channels:
         if channel.values.size and channel.values.min() < 0:
             raise PhaseError("ground truth holds negative ids")
     return SamplePair(gt_channels, pred_channels, dims, tuple(s.stop - s.start for s in gt_region))
+
+
+def read_prediction(sample: Sample, gt_spatial: tuple[int, ...]) -> tuple[tuple, list[Channel]]:
+    """(the image's region after the centre crop, the prediction's channels on it), within the
+    limits a prediction for an image of ``gt_spatial`` must respect."""
+    limit = prediction_voxel_limit(gt_spatial)
+    with open_labels(Path(sample.prediction), sample.prediction_key, sample.display, max_voxels=limit) as pred_array:
+        check_ndim(pred_array)
+        gt_region, pred_region = crops(gt_spatial, pred_array.shape[-3:], sample.display)
+        return gt_region, stream_channels(pred_array, pred_region)

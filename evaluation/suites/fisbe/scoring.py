@@ -5,11 +5,19 @@ Reference: Kainmueller-Lab/evaluate-instance-segmentation@cc34f4d, ``evaluate.ev
 ``evaluate.evaluate_volume`` with the FlyLight preset.
 """
 
+import math
+from pathlib import Path
+
+from evaluation import public
 from evaluation.errors import PhaseError
 from evaluation.metrics.sparse_labels import SparseLabels
 from evaluation.report import sanitize
 from evaluation.suites.fisbe.image import evaluate, unify
-from evaluation.suites.fisbe.inputs import Sample, read_sample
+from evaluation.suites.fisbe.inputs import Sample, read_prediction, read_sample
+
+# The preflight's time model: a 128 x 512 x 512 sample scores in about 2 s (bench/README.md),
+# 60 s per G voxel of the image.
+SECONDS_PER_GVOXEL = 60.0
 
 
 def load_sample(sample: Sample) -> tuple[SparseLabels, SparseLabels, list[int]]:
@@ -27,3 +35,12 @@ def score(sample: Sample) -> dict:
     """The reference's per-image metrics dictionary, as JSON values."""
     gt, pred, dims = load_sample(sample)
     return sanitize(evaluate(gt, pred, dims, sample.partly))
+
+
+def check(sample: Sample) -> dict:
+    """The preflight of one sample: the prediction read, checked and streamed as scoring reads
+    it, against the image's shape from the ground truth's header; the estimated seconds."""
+    spatial = public.read_header(Path(sample.truth)).shape
+    if sample.prediction is not None:
+        read_prediction(sample, spatial)
+    return {"seconds": math.prod(spatial) / 1e9 * SECONDS_PER_GVOXEL}

@@ -23,6 +23,7 @@ batch in a worker), ``aggregate`` (metrics.json, summary.json, leaderboard), ``r
 
 import dataclasses
 import math
+from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, census
 from evaluation.phase import Phase
@@ -45,6 +46,12 @@ class Multiclass(Suite):
 
     def score(self, payload: Batch) -> dict:
         return scoring.score_batch(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: Batch) -> dict:
+        return scoring.check_batch(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.phase import Phase
@@ -175,10 +175,10 @@ def batch_size(n_cases: int, workers: int) -> int:
 
 
 def truth_voxels(path: Path) -> int:
-    """Voxels of a truth image from its header (for the memory estimate); the file size if the
-    header cannot be read (the worker then reports why)."""
+    """Voxels of a truth image from its header (for the memory estimate; a public phase's
+    header); the file size if the header cannot be read (the worker then reports why)."""
     try:
-        return images.voxel_count(path, display=TRUTH, trusted=True)
+        return public.voxel_count(path, TRUTH)
     except GraderError:
         return path.stat().st_size if path.is_file() else 1 << 20
 
@@ -194,7 +194,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
         raise SubmissionError(f"this phase compares models against '{baseline}': include a folder of that name")
     sizes = {case: truth_voxels(path) for case, path in truth.items()}
     size = batch_size(len(truth) * len(models), resources.workers)
-    tasks, layout = [], {}
+    tasks, layout, absent = [], {}, []
     for model, submitted in sorted(models.items()):
         cases = nnunet_order(match_cases(model, submitted, truth, options.missing_cases, multi), submitted, truth)
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
@@ -218,5 +218,13 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
             keys.update(dict.fromkeys(batch, key))
         missing = len(truth) - len(cases) + sum(f is None for f in files.values())
         layout[model] = ModelLayout(cases=cases, files=files, missing=missing, tasks=keys)
+        absent.extend((f"{model}/" if multi else "") + c for c in sorted(truth) if files.get(c) is None)
     _log.info("multiclass_plan", models=len(models), cases=len(truth), tasks=len(tasks))
-    return Plan(tasks=tasks, context=Context(options=options, layout=layout, multi=multi, baseline=baseline))
+    context = Context(options=options, layout=layout, multi=multi, baseline=baseline)
+    return Plan(tasks=tasks, context=context, missing=absent)
+
+
+def publish(phase: Phase, output: Path) -> None:
+    """A header (shape, data type, geometry) for every truth label map, as scoring reads it."""
+    for path in truth_cases(phase, Options.from_phase(phase)).values():
+        public.header_of(phase, path, output, public.Header.of(images.read(path, display=TRUTH, trusted=True)))

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import public
 from evaluation.errors import PhaseError, SubmissionError
 from evaluation.metrics.confusion import ClassIndex, confusion_matrix, region_counts
 from evaluation.readers import images
 from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
 
 COUNT_KEYS = ("TP", "FP", "FN", "TN")
+# The preflight's time model: 400 images of 512^2 with 70 classes score in about 1.5 s above
+# the command line's floor (bench/README.md), 15 s per G voxel.
+SECONDS_PER_GVOXEL = 15.0
 
 
 def as_labels(volume: images.Volume, display: str, error=SubmissionError) -> np.ndarray:
@@ -73,24 +77,49 @@ def score_case(batch: Batch, item: Case) -> dict:
         fill = batch.background if batch.background is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
     else:
-        volume = images.read(Path(item.pred), display=item.display, max_voxels=truth.size)
-        images.check_geometry(
-            without_png_geometry(volume, item.pred), without_png_geometry(truth_volume, item.truth), item.display
-        )
-        pred = as_labels(volume, item.display)
-        if batch.unknown_labels == "reject":
-            refuse_unknown_labels(pred, index, item.display)
+        pred = read_prediction(batch, item, truth_volume)
     counts = region_counts(confusion_matrix(truth, pred, index), batch.entries)
     return {key: getattr(counts, key.lower()).tolist() for key in COUNT_KEYS}
+
+
+def read_prediction(batch: Batch, item: Case, truth: images.Volume) -> np.ndarray:
+    """The case's prediction as a label map, checked against the truth's grid (a header's
+    volume in the preflight) and, unless ignored, against the classes."""
+    volume = images.read(Path(item.pred), display=item.display, max_voxels=truth.array.size)
+    images.check_geometry(without_png_geometry(volume, item.pred), without_png_geometry(truth, item.truth), item.display)
+    pred = as_labels(volume, item.display)
+    if batch.unknown_labels == "reject":
+        refuse_unknown_labels(pred, ClassIndex(batch.labels, batch.ignore_index), item.display)
+    return pred
+
+
+def check_case(batch: Batch, item: Case) -> dict:
+    """The preflight of one case: its prediction read as ``score_case`` reads it, against the
+    truth's header; the estimated seconds of scoring it."""
+    truth = public.read_header(Path(item.truth))
+    if item.pred is not None:
+        read_prediction(batch, item, truth.volume())
+    return {"seconds": truth.voxels / 1e9 * SECONDS_PER_GVOXEL}
 
 
 def score_batch(batch: Batch) -> dict:
     """Scores every case of the batch; if some cannot be scored, the batch fails with one
     message naming each bad file (the participant sees all problems at once)."""
+    return every_case(batch, score_case)
+
+
+def check_batch(batch: Batch) -> dict:
+    """``score_batch``'s preflight: the same failure for the same files."""
+    return {"seconds": sum(found["seconds"] for found in every_case(batch, check_case).values())}
+
+
+def every_case(batch: Batch, function) -> dict:
+    """``function(batch, case)`` of every case; a batch with cases that cannot be used fails
+    with one message naming each of them."""
     results, problems = {}, []
     for item in batch.cases:
         try:
-            results[item.case] = score_case(batch, item)
+            results[item.case] = function(batch, item)
         except SubmissionError as exc:
             problems.append(str(exc))
     if problems:

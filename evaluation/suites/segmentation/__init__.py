@@ -13,15 +13,15 @@ docs/suites/segmentation.md sets them side by side. Each case is one task; the d
 import os
 from pathlib import Path
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, census, provenance, report
+from evaluation.suites.segmentation import aggregate, census, inputs, provenance, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
-from evaluation.suites.segmentation.scoring import score_case
+from evaluation.suites.segmentation.scoring import check_case, score_case
 
 _log = log.get(__name__)
 
@@ -103,7 +103,8 @@ class Segmentation(Suite):
             )
             for case in cases
         ]
-        warm_up(options)
+        if not public.is_public(phase):  # a public phase is only checked: no kernel runs
+            warm_up(options)
         _log.info("segmentation_plan", cases=len(cases), classes=len(options.classes))
         context = {
             "options": options,
@@ -114,7 +115,7 @@ class Segmentation(Suite):
             "truth_files": {case: path.name for case, path in truth.items()},
             "missing_names": sorted(set(truth) - set(cases)) if policy == "penalty" else [],
         }
-        return Plan(tasks=tasks, context=context)
+        return Plan(tasks=tasks, context=context, missing=[case for case in sorted(truth) if files.get(case) is None])
 
     def cases(self, plan: Plan) -> list[str]:
         return list(plan.context["truth"])
@@ -154,6 +155,12 @@ class Segmentation(Suite):
 
             return mode_results.score_case(payload)
         return score_case(payload)
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: CaseTask) -> dict:
+        return check_case(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options, files = plan.context["options"], plan.context["files"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import public
 from evaluation.contract import Payload
 from evaluation.errors import GraderError, PhaseError, SubmissionError
 from evaluation.phase import Phase
@@ -78,10 +79,10 @@ def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) 
 
 
 def memory_estimate(path: Path) -> int:
-    """Bytes a case needs, from the truth's header (its file size if the header cannot be
-    read: the worker then reports why)."""
+    """Bytes a case needs, from the truth's header (a public phase's header; its file size if
+    the header cannot be read: the worker then reports why)."""
     try:
-        voxels = images.voxel_count(path, display="a ground-truth label map", trusted=True)
+        voxels = public.voxel_count(path, "a ground-truth label map")
     except GraderError:
         voxels = path.stat().st_size if path.is_file() else 1 << 20
     return voxels * BYTES_PER_VOXEL + (64 << 20)
@@ -125,13 +126,23 @@ def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]
     except SubmissionError as exc:
         raise PhaseError(f"case {task.case}: {exc}") from None
     truth = integer_labels(truth_volume, truth_display, PhaseError)
-    if task.prediction is None:
-        pred = np.zeros(truth.shape, np.uint8)
-    else:
-        volume = images.read(Path(task.prediction), display=task.display, max_voxels=truth.size)
-        images.check_geometry(_grid_only(volume, task.prediction), _grid_only(truth_volume, task.truth), task.display)
-        pred = integer_labels(volume, task.display, SubmissionError)
+    pred = np.zeros(truth.shape, np.uint8) if task.prediction is None else read_prediction(task, truth_volume)
     return truth, pred, spacing_of(task.options, _grid_only(truth_volume, task.truth), truth.ndim)
+
+
+def read_prediction(task: CaseTask, truth: Volume) -> np.ndarray:
+    """The case's prediction as integer labels, checked against the truth's grid (a header's
+    volume in the preflight)."""
+    volume = images.read(Path(task.prediction), display=task.display, max_voxels=truth.array.size)
+    images.check_geometry(_grid_only(volume, task.prediction), _grid_only(truth, task.truth), task.display)
+    return integer_labels(volume, task.display, SubmissionError)
+
+
+def publish(phase: Phase, output: Path) -> None:
+    """A header (shape, data type, geometry) for every truth label map, as scoring reads it."""
+    for case, path in truth_cases(phase, Options.from_phase(phase)).items():
+        volume = images.read(path, display=f"the ground truth of case {case}", trusted=True)
+        public.header_of(phase, path, output, public.Header.of(volume))
 
 
 def spacing_of(options: Options, truth: Volume, ndim: int) -> tuple[float, ...]:

@@ -85,17 +85,23 @@ def match(ov: Overlaps, options, definition: str, single: bool = False) -> insta
     return matching
 
 
+def refuse_too_many(count: int) -> None:
+    """A class's predicted instances beyond ``MAX_INSTANCES`` are refused (the matching would
+    take hours): a count of the prediction alone, so the preflight refuses it too."""
+    if count > MAX_INSTANCES:
+        raise SubmissionError(
+            f"holds {count} instances of one class; at most {MAX_INSTANCES} are scored "
+            "(a label map of instance ids or of classes with few connected components is expected)"
+        )
+
+
 def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing, volume_spacing=None, single=False) -> tuple[dict, dict]:
     """(summary keys -> values, details for instances.json) of one class's instance maps;
     ``volume_spacing``: the image's spacing, for the instances' volumes (``spacing`` by
     default); ``single``: one instance per map, matched whatever its overlap."""
     definition = options.definition("instances")
     ov = Overlaps.of(ref, pred)
-    if ov.pred_ids.size > MAX_INSTANCES:
-        raise SubmissionError(
-            f"holds {ov.pred_ids.size} instances of one class; at most {MAX_INSTANCES} are scored "
-            "(a label map of instance ids or of classes with few connected components is expected)"
-        )
+    refuse_too_many(ov.pred_ids.size)
     matching = match(ov, options, definition, single)
     metrics = [m for m in options.instance_metrics if m not in SUMMARIES and m not in DETAIL]
     per_pair = per_instance.evaluate(ref, pred, ov, matching, metrics, definition, options, spacing)

@@ -10,20 +10,26 @@ over the whole image.
 """
 
 import math
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
+from evaluation import public
 from evaluation.errors import SubmissionError
 from evaluation.metrics import surfels
 from evaluation.metrics.jit import numba
 from evaluation.metrics.nearest import as_3d
 from evaluation.suites.segmentation import distances, empties, instance_scores, multiclass, overlap, shape
-from evaluation.suites.segmentation.inputs import CaseTask, read_case, refuse_unknown_labels
+from evaluation.suites.segmentation.inputs import CaseTask, read_case, read_prediction, refuse_unknown_labels
 from evaluation.suites.segmentation.instances import components
 from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, Options, metric_keys
 from evaluation.suites.segmentation.surfaces import Box, membership, monai_area_table, surfel_surfaces, voxel_surfaces
 
 SHAPE = {"boundary_iou", "cldice", "topology", "centre_distance"}
+# The preflight's time model: the 256^3 benchmark volume with 400 instances scores in 0.36 s
+# (docs/suites/segmentation.md, "Speed"), 21 s per G voxel; rounded up.
+SECONDS_PER_GVOXEL = 25.0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -59,10 +65,47 @@ def score_case(task: CaseTask) -> dict:
     truth, pred, spacing = read_case(task)
     if options.label_ids and options.unknown_labels == "reject" and task.prediction is not None:  # ids of classes too
         refuse_unknown_labels(pred, options.label_ids, task.display)
-    try:
+    with _named(task):
         return score_arrays(truth, pred, spacing, options)
-    except SubmissionError as exc:  # raised about the data, without the file's name
+
+
+def check_case(task: CaseTask) -> dict:
+    """The preflight of one case: the prediction read and checked as ``score_case`` reads it,
+    against the truth's header, and what scoring refuses of the prediction alone (unknown
+    labels, too many instances); the estimated seconds of scoring it."""
+    options, truth = task.options, public.read_header(Path(task.truth))
+    if task.prediction is not None:
+        pred = read_prediction(task, truth.volume())
+        if not options.instances_input and options.unknown_labels == "reject":
+            refuse_unknown_labels(pred, options.label_ids, task.display)
+        with _named(task):
+            check_instance_counts(pred, options)
+    return {"seconds": truth.voxels / 1e9 * SECONDS_PER_GVOXEL}
+
+
+@contextmanager
+def _named(task: CaseTask):
+    """A submission error raised about the data, without the file's name, gets the name."""
+    try:
+        yield
+    except SubmissionError as exc:
         raise SubmissionError(f"{task.display}: {exc}") from None
+
+
+def check_instance_counts(pred: np.ndarray, options: Options) -> None:
+    """``instance_scores.refuse_too_many`` of each class, in class order, as ``score_arrays``
+    counts the prediction's instances: every non-zero id of an instance map, else the
+    connected components of the class's mask (a class's box holds all of its voxels)."""
+    if not options.instance_evaluation:
+        return
+    for cls in options.classes:
+        if options.instances_input:
+            count = np.unique(pred[pred != 0]).size
+        else:
+            lookup, default = membership(cls.labels)
+            mask = Box(pred, pred, lookup, default, (0,) * pred.ndim, (1.0,) * pred.ndim).pred_mask()
+            count = int(components(mask, _full_connectivity(options, pred.ndim)).max(initial=0))
+        instance_scores.refuse_too_many(count)
 
 
 def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...], options: Options) -> dict:

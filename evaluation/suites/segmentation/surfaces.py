@@ -73,6 +73,9 @@ class Box:
     def masks(self) -> tuple[np.ndarray, np.ndarray]:
         return tuple(self._member(m) for m in (self.truth, self.pred))
 
+    def pred_mask(self) -> np.ndarray:
+        return self._member(self.pred)
+
     def _member(self, labels: np.ndarray) -> np.ndarray:
         inside = labels < self.membership.size
         return np.where(inside, self.membership[np.where(inside, labels, 0)], self.default).astype(bool)

@@ -13,11 +13,13 @@ Modules: ``options`` (the phase options), ``truth`` (a phantom's ground truth), 
 ``scoring`` (one phantom), ``aggregate`` (the phase's result), ``rasterize`` (build time).
 """
 
+from pathlib import Path
+
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.tomo_foam import aggregate, inputs, scoring
+from evaluation.suites.tomo_foam import aggregate, inputs, scoring, truth
 from evaluation.suites.tomo_foam.inputs import PhantomTask
 from evaluation.suites.tomo_foam.options import NAME, Options
 from evaluation.suites.tomo_foam.rasterize import rasterize_phase
@@ -54,3 +56,9 @@ class TomoFoam(Suite):
             key: {**where, "function": "foam_phantom_utils.py:compute_scores, metrics"}
             for key in ("harm_mean", "dice", "recall", "boundary_dice")
         }
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        truth.publish(phase, Options.from_phase(phase), output)
+
+    def check(self, payload: PhantomTask) -> dict:
+        return scoring.check_phantom(payload)

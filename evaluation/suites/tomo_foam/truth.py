@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import public
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
 from evaluation.readers.slabs import open_slabs
@@ -83,10 +84,27 @@ def phantom_truth(phase: Phase, name: str, config: dict, options: Options) -> Ph
 
 
 def _label_volume_shape(name: str, path: Path) -> tuple[int, ...]:
-    with open_slabs(path, display=LABELS, trusted=True) as volume:  # its header only
-        if len(volume.shape) != 3:
-            raise PhaseError(f"phantom {name}: its label volume is not 3-D")
-        return volume.shape
+    """The label volume's shape from its header (a public phase's header)."""
+    if public.is_header(path):
+        shape = public.read_header(path).shape
+    else:
+        with open_slabs(path, display=LABELS, trusted=True) as volume:  # its header only
+            shape = volume.shape
+    if len(shape) != 3:
+        raise PhaseError(f"phantom {name}: its label volume is not 3-D")
+    return tuple(shape)
+
+
+def publish(phase: Phase, options: Options, output: Path) -> None:
+    """Per phantom, a header of its label volume (shape, data type) and an empty header for its
+    void list (the voids are the ground truth)."""
+    for truth in phantom_truths(phase, options):
+        if truth.labels is not None:
+            with open_slabs(truth.labels, display=LABELS, trusted=True) as volume:
+                header = public.Header(shape=tuple(volume.shape), dtype=np.dtype(volume.dtype).name)
+            public.header_of(phase, truth.labels, output, header)
+        if truth.spheres is not None and truth.spheres.exists():
+            public.header_of(phase, truth.spheres, output, public.Header())
 
 
 def _expansion(name: str, value) -> Expansion | None:

@@ -12,6 +12,7 @@ the organiser's page.
 """
 
 import dataclasses
+from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
 from evaluation.phase import Phase
@@ -51,3 +52,9 @@ class TomoFuelCell(Suite):
     def definitions(self, phase: Phase) -> dict[str, dict]:
         where = {"source": "suite", "definition": aggregate.REFERENCE["definition"]}
         return {"harm_mean": {**where, "function": "evaluation/suites/tomo_fuelcell/aggregate.py:summarize"}}
+
+    def publish(self, phase: Phase, output: Path) -> None:
+        inputs.publish(phase, output)
+
+    def check(self, payload: StepTask) -> dict:
+        return scoring.check_step(payload)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
-from evaluation.readers.slabs import SLAB_VOXELS
+from evaluation.readers.slabs import SLAB_VOXELS, open_slabs
 from evaluation.readers.tomo_volumes import Window, match_files
 from evaluation.submission import Submission
 from evaluation.suites.tomo_fuelcell.options import Options
@@ -77,6 +77,20 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
         tasks.append(Task(key=step, payload=payload, memory_bytes=threads * SLAB_VOXELS * 24 + (1 << 28)))
     _log.info("tomo_fuelcell_plan", time_steps=len(tasks), regions=len(names), threads=threads)
     return Plan(tasks=tasks, context=Steps(options.time_steps, names))
+
+
+def publish(phase: Phase, output: Path) -> None:
+    """Per time step, a header (shape, data type) of the water truth and of each region
+    volume or mask file."""
+    options = Options.from_phase(phase)
+    names, label_sets, masks = region_layout(options.regions)
+    for step in options.time_steps:
+        templates = [options.truth, *([options.region_labels] if any(label_sets) else []), *(t for _, t in masks)]
+        for template in templates:
+            path = _resolve(phase, template, step)
+            with open_slabs(path, display=f"a ground-truth volume of {step}", trusted=True) as volume:
+                header = public.Header(shape=tuple(volume.shape), dtype=np.dtype(volume.dtype).name)
+            public.header_of(phase, path, output, header)
 
 
 def _resolve(phase: Phase, template: str, step: str) -> Path:

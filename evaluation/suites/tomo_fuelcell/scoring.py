@@ -14,12 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
+from evaluation import public
 from evaluation.errors import PhaseError
 from evaluation.metrics.means import harmonic_mean
 from evaluation.readers.slabs import SLAB_VOXELS, Slabs, map_slabs, open_slabs, slab_bounds, slices_per_slab
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary
 from evaluation.suites.tomo_fuelcell.inputs import StepTask
 from evaluation.suites.tomo_fuelcell.regions import dice, patterns_from_labels, region_counts, slab_histogram
+
+# The preflight's time model: one pass of slab histograms, as the foam's (bench/README.md: 3 s
+# per G voxel); no fuel-cell volume of the challenge's size was measured.
+SECONDS_PER_GVOXEL = 3.0
 
 
 class _Windowed:
@@ -28,17 +33,40 @@ class _Windowed:
     def __init__(self, path: Path, window: Window, what: str, plane: tuple[int, int] | None = None):
         self.slabs: Slabs = open_slabs(path, display=what, trusted=True)
         shape = self.slabs.shape
-        if len(shape) != 3 or shape[0] not in (window.total, window.length) or (plane and shape[1:] != plane):
-            expected = f"{window.total} or {window.length} slices" + (f" of {plane}" if plane else "")
-            raise PhaseError(f"the {what} has shape {shape}; expected {expected}")
+        self.plane = stack_plane(shape, window, what, plane)
         self.offset = window.start if shape[0] == window.total != window.length else 0
-        self.plane = shape[1:]
 
     def read(self, z0: int, z1: int) -> np.ndarray:
         return self.slabs.read(self.offset + z0, self.offset + z1)
 
     def close(self) -> None:
         self.slabs.close()
+
+
+def stack_plane(shape: tuple[int, ...], window: Window, what: str, plane: tuple[int, int] | None = None) -> tuple[int, int]:
+    """The slice shape of a truth volume that holds the whole stack or the scored window."""
+    if len(shape) != 3 or shape[0] not in (window.total, window.length) or (plane and tuple(shape[1:]) != tuple(plane)):
+        expected = f"{window.total} or {window.length} slices" + (f" of {plane}" if plane else "")
+        raise PhaseError(f"the {what} has shape {tuple(shape)}; expected {expected}")
+    return tuple(shape[1:])
+
+
+def step_slabs(shape) -> list[tuple[int, int]]:
+    return slab_bounds(shape[0], slices_per_slab(shape[1] * shape[2], SLAB_VOXELS), align=2)
+
+
+def check_step(task: StepTask) -> dict:
+    """The preflight of one time step: the submitted volume opened on the scored grid (the
+    slices of the water truth's header) and every slab of it read, as ``score_step`` reads it;
+    the estimated seconds of scoring it."""
+    plane = stack_plane(public.read_header(task.truth).shape, task.window, f"water ground truth of {task.step}")
+    shape = (task.window.length, *plane)
+    submitted = open_binary(task.file, shape, task.display, task.window)
+    try:
+        map_slabs(lambda z0, z1: submitted.slab(z0, z1).shape, step_slabs(shape), task.threads)
+    finally:
+        submitted.close()
+    return {"seconds": math.prod(shape) / 1e9 * SECONDS_PER_GVOXEL}
 
 
 def score_step(task: StepTask) -> dict:
@@ -68,8 +96,7 @@ def score_step(task: StepTask) -> dict:
         return slab_histogram(pattern, submitted.slab(z0, z1), binarize(truth.read(z0, z1)), present)
 
     try:
-        bounds = slab_bounds(shape[0], slices_per_slab(shape[1] * shape[2], SLAB_VOXELS), align=2)
-        histogram = sum(map_slabs(count, bounds, task.threads))
+        histogram = sum(map_slabs(count, step_slabs(shape), task.threads))
     finally:
         for source in (truth, labels, submitted, *(m for _, m in masks)):
             if source is not None:

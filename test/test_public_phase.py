@@ -1,0 +1,128 @@
+"""The public phase (``python -m evaluation publish``) of every bundled phase and every
+conformance phase holds no ground truth: only ``phase.yaml`` (``public: true``), the CellMap
+manifest, zarr metadata whose attributes say nothing but the geometry, and headers (shape, data
+type, geometry) no larger than their JSON; it is byte for byte the same when every voxel of
+the ground truth is replaced by another value; grading against it is refused (exit 1, the
+organizer's cause in the log) while ``check`` accepts it, and the phase's scoring submission
+would be scored (exit 0).
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+from helpers.preflight import check_args, grade_args, in_process, publish
+from helpers.public_phases import BUILDERS, scramble
+
+from evaluation import public
+from evaluation.suites.cellmap.inputs import GEOMETRY_ATTRIBUTES, METADATA_FILES
+
+FAST = (
+    "ground-truth",
+    "examples/multiclass",
+    "examples/annotators",
+    "container/grand-challenge-jobs",
+    "cellmap/k_mask",
+    "fisbe/a_perfect",
+    "segmentation/instances",
+    "tomo_fuelcell",
+)
+PHASES = [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in BUILDERS]
+
+
+def files(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def assert_metadata_only(phase, public_dir) -> None:
+    config = yaml.safe_load((phase / "phase.yaml").read_text())
+    found = files(public_dir)
+    assert yaml.safe_load(found.pop("phase.yaml")) == {**config, "public": True}
+    for relative, content in found.items():
+        name = relative.rsplit("/", 1)[-1]
+        if name.endswith(".csv"):  # the CellMap manifest, as the organizer wrote it
+            assert content == (phase / relative).read_bytes(), relative
+        elif name in METADATA_FILES:
+            document = json.loads(content)
+            attributes = document if name == ".zattrs" else document.get("attributes", {})
+            assert set(attributes) <= set(GEOMETRY_ATTRIBUTES), relative
+            assert name != ".zarray" or (phase / relative).read_bytes() == content, relative
+        else:
+            assert len(content) <= public.MAX_HEADER_BYTES and public.is_header(public_dir / relative), relative
+            header = public.read_header(public_dir / relative)
+            assert header.shape is None or len(header.shape) in (2, 3, 4), relative
+
+
+@pytest.mark.parametrize("name", PHASES)
+def test_the_public_phase_holds_no_ground_truth(name, tmp_path):
+    phase, _ = BUILDERS[name](tmp_path / "built")
+    public_dir = publish(phase, tmp_path / "public")
+    assert_metadata_only(phase, public_dir)
+    other = shutil.copytree(phase, tmp_path / "other" / "phase")
+    assert scramble(other) > 0
+    assert files(publish(other, tmp_path / "other-public")) == files(public_dir)
+
+
+@pytest.mark.parametrize("name", PHASES)
+def test_a_scoring_submission_would_be_scored_and_the_public_phase_cannot_be_graded(name, tmp_path, capsys):
+    phase, submission = BUILDERS[name](tmp_path / "built")
+    public_dir = publish(phase, tmp_path / "public")
+    checked = in_process(check_args(submission, public_dir), capsys)
+    assert checked.code == 0 and checked.last_line.startswith("Would be scored: "), checked
+    graded = in_process(grade_args(submission, public_dir, tmp_path / "out"), capsys)
+    assert graded.code == 1 and "public phase" in graded.output and not (tmp_path / "out").exists(), graded
+
+
+def test_the_number_of_ground_truth_instances_is_not_published(tmp_path):
+    """A FISBe ground truth is a stack of one channel per neuron: the public phase holds the
+    image's shape, not the stack's."""
+    import zarr
+
+    published = []
+    for neurons in (2, 5):
+        phase = tmp_path / f"phase{neurons}"
+        group = zarr.open_group(str(phase / "s0.zarr"), mode="w", zarr_format=2)
+        stack = np.zeros((neurons, 8, 16, 16), np.uint8)
+        stack[:, 4, 4:12, 8] = 1
+        group.create_array("volumes/gt_instances", data=stack, chunks=(1, 8, 16, 16))
+        (phase / "phase.yaml").write_text("suite: fisbe\n")
+        published.append(files(publish(phase, tmp_path / f"public{neurons}")))
+    assert published[0] == published[1]
+    assert json.loads(published[0]["s0.zarr"])["shape"] == [8, 16, 16]
+
+
+def test_publish_refuses_a_public_phase_and_a_folder_inside_the_phase(tmp_path):
+    from evaluation import phase as phases
+    from evaluation.errors import PhaseError
+    from evaluation.preflight import publish_phase
+
+    phase, _ = BUILDERS["ground-truth"](tmp_path / "built")
+    public_dir = publish(phase, tmp_path / "public")
+    with pytest.raises(PhaseError, match="already public"):
+        publish_phase(phases.load(public_dir), tmp_path / "again")
+    with pytest.raises(PhaseError, match="outside the phase folder"):
+        publish_phase(phases.load(phase), phase / "public")
+    with pytest.raises(PhaseError, match="not empty"):
+        publish_phase(phases.load(phase), public_dir)
+
+
+def test_a_header_stands_for_a_file_without_its_voxels(tmp_path):
+    from helpers.hostile import itk_image, truth_map
+
+    from evaluation.errors import PhaseError
+    from evaluation.readers import images
+
+    path = itk_image(truth_map(1), tmp_path / "full" / "case_1.mha", spacing=(1.0, 1.0, 2.0), origin=(3.0, 4.0, 5.0))
+    header = public.Header.of(images.read(path, trusted=True))
+    public.write_header(tmp_path / "public" / "case_1.mha", header)
+    assert public.read_header(tmp_path / "public" / "case_1.mha") == header
+    assert header.shape == (6, 8, 8) and header.spacing == (2.0, 1.0, 1.0) and header.origin == (5.0, 4.0, 3.0)
+    volume = header.volume()
+    assert volume.array.shape == (6, 8, 8) and volume.array.strides == (0, 0, 0)  # no memory behind it
+    images.check_geometry(images.read(path), volume, "case_1.mha")  # the prediction on the truth's grid passes
+    assert public.voxel_count(tmp_path / "public" / "case_1.mha", "truth") == public.voxel_count(path, "truth") == 384
+    assert not public.is_header(path)
+    with pytest.raises(PhaseError, match="not a header"):
+        public.read_header(path)
