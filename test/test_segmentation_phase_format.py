@@ -158,7 +158,7 @@ def test_values_that_write_one_key_are_refused(settings):
 def test_a_colliding_key_is_a_phase_error_on_the_command_line(case_folders):  # noqa: F811
     phase, submission, output = case_folders("classes: [1]\nmetrics: [nsd]\nnsd_tolerances: [0.7, 0.7000001]\n")
     done = run_cli(submission, phase, output)
-    assert done.code == 1 and "nsd_tolerances 0.7 and 0.7000001 both give the key 'nsd_0p7'" in done.stderr
+    assert done.code == 1 and "nsd_tolerances 0.7 and 0.7000001 both give the key 'nsd_0p7'" in done.stdout
     assert not (output / "metrics.json").exists()
 
 
