@@ -823,7 +823,7 @@ def test_too_many_chunk_files_are_refused(tmp_path, monkeypatch):
     folder = zarray(tmp_path / "a", shape=[64], chunks=[1], dtype="|u1")
     for i in range(40):
         (folder / str(i)).write_bytes(b"\x01")
-    monkeypatch.setattr(zarr_store, "MAX_STORED_ENTRIES", 30)
+    monkeypatch.setattr(zarr_store.base, "MAX_STORED_ENTRIES", 30)
     refused(folder, "more than 30 files", read=True)
 
 
