@@ -46,24 +46,28 @@ against what the file can hold (raw data must fit in the file, compressed data c
 more than deflate's 1032:1), callers compare the shape with their own bound, and only then
 ``read`` decodes the pixels.
 
-Problems raise ``SubmissionError`` (pass ``error=PhaseError`` for the organizer's files). The
-file must not change between the check and the read: the grader reads uploads that nothing
-else writes to.
+Work is bounded before ITK sees a file: a gzip-encoded NRRD may skip at most
+``limits.MAX_COMPRESSED_SKIP`` bytes (teem's skip of compressed data reads them one by one:
+``byte skip: 1000000000`` took minutes), and NIfTI header extensions are refused (label maps
+carry none; a 1 GiB extension is decompressed and allocated), as are pixels that start past
+``limits.NIFTI_MAX_VOX_OFFSET``.
+
+Problems raise ``errors.Unusable``. The file must not change between the check and the read:
+the grader reads uploads that nothing else writes to.
 """
 
 import functools
-import gzip
 import math
 import os
 import re
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import SubmissionError
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, limits
 from evaluation.readers.untrusted import check_regular, open_regular
 from evaluation.readers.volume import Volume, reason
 
@@ -81,8 +85,6 @@ META_MAX_LINE = 400  # MetaIO keeps 499 characters of a value and overflows a 25
 META_MAX_NAME = 200
 META_MAX_DIMS = 10
 NRRD_MAX_LINE = 1 << 16
-DEFLATE_MAX_RATIO = 1032  # the most deflate (zlib, gzip) can expand its input
-SIZE_SLACK = 1 << 16  # bytes of headers and framing allowed for in the size bounds
 LOCAL_NAMES = ("LOCAL", "Local", "local")  # the ElementDataFile values MetaIO reads as "in this file"
 
 
@@ -141,54 +143,54 @@ class _NeedMore(Exception):
 # Public API
 
 
-def check(path: Path, display: str | None = None, error=SubmissionError) -> Header:
+def check(path: Path, display: str | None = None) -> Header:
     """Refuse ``path`` unless SimpleITK, with the ImageIO of its suffix, reads it from itself
     alone; returns what the header says about the pixel data. Reads the header only."""
     display = display or path.name
     kind = kind_of(path)
     if kind is None:
-        raise error(f"{display}: is not a MetaImage, NRRD, NIfTI or PNG file")
+        raise Unusable(f"{display}: is not a MetaImage, NRRD, NIfTI or PNG file")
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
-        raise error(f"{display}: the file name is not valid UTF-8; rename it with plain characters") from None
-    check_regular(path, display, error)  # names links and special files; open_regular checks again
+        raise Unusable(f"{display}: the file name is not valid UTF-8; rename it with plain characters") from None
+    check_regular(path, display)  # names links and special files; open_regular checks again
     try:
-        with open_regular(path, display, error) as f:
+        with open_regular(path, display) as f:
             size = os.fstat(f.fileno()).st_size
             return _CHECKS[kind](f, size, path)
     except _Doubt as doubt:
-        raise error(f"{display}: {doubt}") from None
+        raise Unusable(f"{display}: {doubt}") from None
 
 
-def info(path: Path, display: str | None = None, error=SubmissionError) -> Info:
+def info(path: Path, display: str | None = None) -> Info:
     """``check``, then shape, pixel type and components from ``ReadImageInformation`` with the
     forced ImageIO; refuses a header that declares more pixel bytes than the file can hold."""
     display = display or path.name
-    header = check(path, display, error)
+    header = check(path, display)
     reader = _reader(path)
-    _itk(reader.ReadImageInformation, header.kind, display, error)
+    _itk(reader.ReadImageInformation, header.kind, display)
     dtype = _dtypes().get(reader.GetPixelID())
     if dtype is None:
-        raise error(f"{display}: has pixel type {reader.GetPixelIDTypeAsString()}, which is not a plain number type")
+        raise Unusable(f"{display}: has pixel type {reader.GetPixelIDTypeAsString()}, which is not a plain number type")
     found = Info(tuple(int(n) for n in reader.GetSize())[::-1], np.dtype(dtype), int(reader.GetNumberOfComponents()), header)
-    _check_extent(found, display, error)
+    _check_extent(found, display)
     return found
 
 
-def read(path: Path, display: str | None = None, error=SubmissionError, max_voxels: int | None = None):
+def read(path: Path, display: str | None = None, max_voxels: int | None = None):
     """The image as ``images.Volume`` (array in (z, y, x) order, geometry reversed to match),
     after ``info``; refuses multi-component pixels and, with ``max_voxels``, larger images
     before their pixels are decoded."""
     display = display or path.name
-    found = info(path, display, error)
+    found = info(path, display)
     if max_voxels is not None and found.voxels > max_voxels:
-        raise error(f"{display}: has shape {found.shape}, more voxels than the {max_voxels} of the image it predicts")
+        raise Unusable(f"{display}: has shape {found.shape}, more voxels than the {max_voxels} of the image it predicts")
     if found.components != 1:
-        raise error(f"{display}: has {found.components} components per pixel; labels must be scalar")
-    image = _itk(_reader(path).Execute, found.header.kind, display, error)
+        raise Unusable(f"{display}: has {found.components} components per pixel; labels must be scalar")
+    image = _itk(_reader(path).Execute, found.header.kind, display)
     if image.GetNumberOfComponentsPerPixel() != 1:
-        raise error(f"{display}: has {image.GetNumberOfComponentsPerPixel()} components per pixel; labels must be scalar")
+        raise Unusable(f"{display}: has {image.GetNumberOfComponentsPerPixel()} components per pixel; labels must be scalar")
     import SimpleITK as sitk
 
     dimension = image.GetDimension()
@@ -210,11 +212,11 @@ def _reader(path: Path):
     return reader
 
 
-def _itk(action, kind: str, display: str, error):
+def _itk(action, kind: str, display: str):
     try:
         return action()
     except RuntimeError as exc:  # SimpleITK raises RuntimeError for everything ITK throws
-        raise error(f"{display}: cannot be read as {kind} ({reason(exc)}); the file may be truncated or corrupt") from None
+        raise Unusable(f"{display}: cannot be read as {kind} ({reason(exc)}); the file may be truncated or corrupt") from None
 
 
 @functools.cache
@@ -243,7 +245,7 @@ def _dtypes() -> dict:
     return found
 
 
-def _check_extent(found: Info, display: str, error) -> None:
+def _check_extent(found: Info, display: str) -> None:
     """Refuse a header that declares more pixel data than the file can hold, before ITK
     allocates a buffer for it (a few bytes must not claim terabytes)."""
     header = found.header
@@ -255,21 +257,22 @@ def _check_extent(found: Info, display: str, error) -> None:
         if header.fields.get("from_end"):
             needed, available = nbytes, header.file_size
         if needed > available:
-            raise error(
+            raise Unusable(
                 f"{display}: is truncated: its header declares {nbytes} bytes of pixel data, "
                 f"but only {max(available, 0)} follow the header"
             )
-    elif header.encoding == "deflate":
-        if nbytes > DEFLATE_MAX_RATIO * max(available, 0) + SIZE_SLACK:
-            raise error(
-                f"{display}: its header declares {nbytes} bytes of pixel data, more than its "
+    elif header.encoding == "deflate":  # what is skipped is decompressed too
+        skipped = max(0, header.fields.get("skip", 0))
+        if nbytes + skipped > limits.DEFLATE_MAX_RATIO * max(available, 0) + limits.SIZE_SLACK:
+            raise Unusable(
+                f"{display}: its header declares {nbytes + skipped} bytes of compressed data, more than its "
                 f"{max(available, 0)} compressed bytes can hold"
             )
     elif header.encoding == "hex":
         if 2 * nbytes > available:
-            raise error(f"{display}: is truncated: its header declares more pixel data than the file holds")
+            raise Unusable(f"{display}: is truncated: its header declares more pixel data than the file holds")
     elif count > available:  # ascii: at least one character per value
-        raise error(f"{display}: is truncated: its header declares more pixel values than the file holds")
+        raise Unusable(f"{display}: is truncated: its header declares more pixel values than the file holds")
 
 
 def _read_header(f, size: int, parse):
@@ -753,6 +756,11 @@ def _check_nrrd(f, size: int, path: Path) -> Header:
     byte_skip = skips.get("byte skip", 0)
     if byte_skip < -1 or (byte_skip < 0 and encoding != "raw"):
         raise _Doubt(f"its NRRD 'byte skip' of {byte_skip} is not supported")
+    if encoding == "deflate" and byte_skip > limits.MAX_COMPRESSED_SKIP:
+        raise _Doubt(
+            f"its NRRD 'byte skip' of {byte_skip} bytes of compressed data is more than the "
+            f"{limits.MAX_COMPRESSED_SKIP} accepted; save the data without a byte skip"
+        )
     return Header(".nrrd", size, header.end, encoding, {"skip": max(byte_skip, 0), "from_end": byte_skip == -1})
 
 
@@ -783,7 +791,8 @@ class NiftiHeader:
 
 
 def parse_nifti(head: bytes) -> NiftiHeader:
-    """The NIfTI-1 header in ``head`` (its first 348 bytes or more), as nifti1_io reads it;
+    """The NIfTI-1 header in ``head`` (its first 348 bytes or more; the extender after them is
+    checked by the caller), as nifti1_io reads it;
     refuses anything but a single-file NIfTI-1 image of scalar numbers."""
     if len(head) < _NIFTI1_SIZE:
         raise _Doubt("is too short for a NIfTI header; the file is truncated or not NIfTI")
@@ -835,14 +844,21 @@ def _check_nifti(f, size: int, path: Path) -> Header:
         if os.path.lexists(path.with_name(sibling)):  # nifti_findimgname tries it before the file itself
             raise _Doubt(f"the NIfTI library would read the file {sibling} beside it instead; remove one of the two")
         try:
-            head = gzip.GzipFile(fileobj=f, mode="rb").read(_NIFTI1_SIZE)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _Doubt(f"is not a gzip-compressed NIfTI file ({type(exc).__name__}); name an uncompressed file .nii") from None
+            head = codecs.prefix(codecs.GZIP, f.read, _NIFTI1_SIZE + 4)
+        except Unusable as exc:
+            raise _Doubt(f"is not a gzip-compressed NIfTI file ({exc}); name an uncompressed file .nii") from None
     else:
-        head = f.read(_NIFTI1_SIZE)
+        head = f.read(_NIFTI1_SIZE + 4)
     nifti = parse_nifti(head)
-    if compressed:
-        return Header(ext.lower(), size, 0, "deflate", {"nifti": nifti, "nbytes": nifti.nbytes})
+    if len(head) > _NIFTI1_SIZE and head[_NIFTI1_SIZE] != 0:
+        raise _Doubt("has NIfTI header extensions, which are not accepted (label maps carry none); save it without them")
+    if compressed:  # the library decompresses what comes before the pixels, byte by byte
+        if nifti.vox_offset > limits.NIFTI_MAX_VOX_OFFSET:
+            raise _Doubt(
+                f"has vox_offset = {nifti.vox_offset} in its NIfTI header: its pixels would start after more than "
+                f"{limits.NIFTI_MAX_VOX_OFFSET} bytes; save it with its pixels right after the header"
+            )
+        return Header(ext.lower(), size, 0, "deflate", {"nifti": nifti, "nbytes": nifti.nbytes, "skip": nifti.vox_offset})
     if nifti.vox_offset + nifti.nbytes > size:
         raise _Doubt(
             f"is truncated: its NIfTI header declares {nifti.nbytes} bytes of pixel data from byte "

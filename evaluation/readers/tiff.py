@@ -9,50 +9,39 @@ use, and reads it the way tifffile does (the shape of tifffile's first series, t
 values; the tests compare the two on files tifffile writes):
 
 - **Structure.** Classic TIFF and BigTIFF, either byte order. The IFD chain is walked once
-  with its length bounded (``MAX_PAGES``), loops refused, at most ``MAX_SEGMENTS`` strips
-  or tiles over all pages, out-of-line values inside the file. Only the tags a label image
-  needs are read; vendor metadata is never parsed and no other file is ever opened.
+  with its length bounded (``limits.TIFF_MAX_PAGES``), loops refused, at most ``limits.TIFF_MAX_SEGMENTS`` strips
+  or tiles over all pages, out-of-line values inside the file (``readers.limits``). Only the
+  tags a label image needs are read; vendor metadata is never parsed and no other file is
+  ever opened.
 - **Shape.** As tifffile's first series: the shape in a tifffile "shaped" description, an
   ImageJ hyperstack's images/channels/slices/frames, else a stack of identical pages. The
   pages of the series must agree in size, type and storage (else the file is refused).
 - **Data.** Uncompressed, deflate (zlib), LZMA or PackBits; predictor none or horizontal
   differencing; 1-bit, 8, 16, 32, 64-bit integers and 16, 32, 64-bit floats. Every strip or
-  tile lies inside the file and decodes, with a bounded streaming decoder, to at most its own
-  size (``zlib.decompressobj``, ``lzma.LZMADecompressor`` with ``max_length`` and a memory
-  limit, a counting PackBits decoder). LZW and JPEG need codecs that are not installed here
-  and are refused with a message saying what to use instead.
+  tile lies inside the file and decodes through ``readers.codecs`` to at most its own size
+  (deflate and LZMA with an output limit, one stream, a dictionary limit; PackBits compiled,
+  its stored size bounded by what its output can need, before it is read). LZW and JPEG
+  need codecs that are not installed here and are refused with a message saying what to
+  use instead.
 - **Size.** Shape and dtype come from the IFDs alone (``probe``); ``max_voxels`` refuses a
   larger declared image before any data is read. ``TiffArray`` reads regions page by page.
 
-Problems raise ``SubmissionError`` (``PhaseError`` with ``trusted=True``) with a one-line
-message naming the file by its ``display`` name.
+Problems raise ``errors.Unusable`` with a one-line message naming the file by its
+``display`` name; anything else a bug of this module is, and is reported as one.
 """
 
 import itertools
 import json
-import lzma
 import math
 import os
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import GraderError, PhaseError, SubmissionError
-from evaluation.readers import regions
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, limits, regions
 from evaluation.readers.untrusted import check_regular, open_regular
-
-MAX_PAGES = 65536  # IFDs in the main chain
-MAX_ENTRIES = 1 << 22  # IFD entries over all pages (4096 per IFD, as tifffile allows)
-MAX_TAGS_PER_IFD = 4096
-MAX_SEGMENTS = 1 << 20  # strips and tiles over all pages
-MAX_SEGMENT_BYTES = 256 << 20  # decoded bytes of one compressed strip or tile
-MAX_PAGE_BYTES = 2 << 30  # one page is decoded whole (slab readers read page by page)
-MAX_DESCRIPTION_BYTES = 1 << 20
-MAX_DIMENSIONS = 32
-MAX_VOXELS = 1 << 50  # any declared image, whatever the caller's limit
-LZMA_MEMORY = 128 << 20  # LZMA dictionary memory (xz's presets use at most 64 MiB)
 
 NONE, DEFLATE, OLD_DEFLATE, LZMA, PACKBITS = 1, 8, 32946, 34925, 32773
 ACCEPTED = {NONE: "none", DEFLATE: "deflate", OLD_DEFLATE: "deflate", LZMA: "lzma", PACKBITS: "packbits"}
@@ -129,10 +118,6 @@ _DEFAULTS = {
 }
 _NEEDED = set(_SCALARS) | {258, 270, 273, 279, 324, 325, 330, 338, 339, 530, 42113}
 _ENTRY = {False: ("u2", "u4", 12, 4), True: ("u2", "u8", 20, 8)}  # BigTIFF?: type of count, value bytes
-
-
-def _errors(trusted: bool):
-    return PhaseError if trusted else SubmissionError
 
 
 class _Page:
@@ -225,24 +210,24 @@ class _Page:
 class _Reader:
     """The IFD chain of one file, walked once with every count bounded."""
 
-    def __init__(self, file, display: str, error):
-        self.file, self.display, self.error = file, display, error
+    def __init__(self, file, display: str):
+        self.file, self.display = file, display
         self.size = os.fstat(file.fileno()).st_size
         self.entries = self.segments = 0
 
     def read(self, offset: int, count: int) -> bytes:
         if offset < 0 or count < 0 or offset + count > self.size:
-            raise self.error(f"{self.display}: the TIFF file is truncated (its structure points past the end of the file)")
+            raise Unusable(f"{self.display}: the TIFF file is truncated (its structure points past the end of the file)")
         data = os.pread(self.file.fileno(), count, offset)
         if len(data) != count:
-            raise self.error(f"{self.display}: the TIFF file is truncated")
+            raise Unusable(f"{self.display}: the TIFF file is truncated")
         return data
 
     def header(self) -> int:
         head = self.read(0, 8) if self.size >= 8 else b""
         order = {b"II": "<", b"MM": ">"}.get(head[:2])
         if order is None:
-            raise self.error(f"{self.display}: is not a TIFF file")
+            raise Unusable(f"{self.display}: is not a TIFF file")
         self.order = order
         version = struct.unpack(order + "H", head[2:4])[0]
         if version == 42:
@@ -251,10 +236,10 @@ class _Reader:
         if version == 43:
             size, zero = struct.unpack(order + "HH", head[4:8])
             if size != 8 or zero != 0:
-                raise self.error(f"{self.display}: is not a valid BigTIFF file")
+                raise Unusable(f"{self.display}: is not a valid BigTIFF file")
             self.big = True
             return struct.unpack(order + "Q", self.read(8, 8))[0]
-        raise self.error(f"{self.display}: is not a TIFF file (version {version})")
+        raise Unusable(f"{self.display}: is not a TIFF file (version {version})")
 
     def count(self, first: int) -> int:
         """The number of IFDs in the chain, counted from their sizes and links alone (two
@@ -264,13 +249,15 @@ class _Reader:
         seen, offset = set(), first
         while offset:
             if offset in seen:
-                raise self.error(f"{self.display}: its pages form a loop; the TIFF file is corrupt")
-            if len(seen) >= MAX_PAGES:
-                raise self.error(f"{self.display}: holds more than {MAX_PAGES} pages; save the image as one stack of fewer pages")
+                raise Unusable(f"{self.display}: its pages form a loop; the TIFF file is corrupt")
+            if len(seen) >= limits.TIFF_MAX_PAGES:
+                raise Unusable(
+                    f"{self.display}: holds more than {limits.TIFF_MAX_PAGES} pages; save the image as one stack of fewer pages"
+                )
             seen.add(offset)
             entries = struct.unpack(self.order + number[0], self.read(offset, number[1]))[0]
-            if entries > MAX_TAGS_PER_IFD:
-                raise self.error(f"{self.display}: a page has {entries} tags; the TIFF file is corrupt")
+            if entries > limits.TIFF_MAX_TAGS_PER_PAGE:
+                raise Unusable(f"{self.display}: a page has {entries} tags; the TIFF file is corrupt")
             where = offset + number[1] + entries * entry_size
             offset = struct.unpack(self.order + link[0], self.read(where, link[1]))[0]
         return len(seen)
@@ -278,7 +265,7 @@ class _Reader:
     def pages(self) -> list[_Page]:
         first = self.header()
         if not self.count(first):
-            raise self.error(f"{self.display}: the TIFF file holds no image")
+            raise Unusable(f"{self.display}: the TIFF file holds no image")
         pages, offset = [], first
         while offset:
             page, offset = self.page(offset, first=not pages)
@@ -289,11 +276,11 @@ class _Reader:
         entry_size, value_size = (20, 8) if self.big else (12, 4)
         number_size = 8 if self.big else 2
         count = struct.unpack(self.order + ("Q" if self.big else "H"), self.read(offset, number_size))[0]
-        if count > MAX_TAGS_PER_IFD:
-            raise self.error(f"{self.display}: a page has {count} tags; the TIFF file is corrupt")
+        if count > limits.TIFF_MAX_TAGS_PER_PAGE:
+            raise Unusable(f"{self.display}: a page has {count} tags; the TIFF file is corrupt")
         self.entries += count
-        if self.entries > MAX_ENTRIES:
-            raise self.error(f"{self.display}: holds more than {MAX_ENTRIES} tags in all; the TIFF file is not accepted")
+        if self.entries > limits.TIFF_MAX_TAGS:
+            raise Unusable(f"{self.display}: holds more than {limits.TIFF_MAX_TAGS} tags in all; the TIFF file is not accepted")
         raw = self.read(offset + number_size, count * entry_size + value_size)
         entry = struct.Struct(self.order + ("HHQ8s" if self.big else "HHI4s"))
         tags: dict[int, list] = {}
@@ -311,7 +298,7 @@ class _Reader:
         if count == 1 and kind in _INTEGER_TYPES:
             number = struct.unpack_from(self.order + _STRUCT_CODES[kind], value)[0]
             if number < 0 or number >= 2**63:
-                raise self.error(f"{self.display}: tag {code} holds an invalid value; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: tag {code} holds an invalid value; the TIFF file is corrupt")
             return number
         values = self.values(entry, code, 1 << 16)
         if len(values) == 1:
@@ -322,29 +309,29 @@ class _Reader:
         """The integer values of a tag (the first ``take`` of them), at most ``limit``."""
         kind, count, value = entry
         if kind not in _INTEGER_TYPES:
-            raise self.error(f"{self.display}: tag {code} has an unexpected type; the TIFF file is corrupt")
+            raise Unusable(f"{self.display}: tag {code} has an unexpected type; the TIFF file is corrupt")
         take = count if take is None else min(take, count)
         if take > limit:
-            raise self.error(f"{self.display}: tag {code} holds {count} values, more than accepted")
+            raise Unusable(f"{self.display}: tag {code} holds {count} values, more than accepted")
         itemsize = _TYPE_SIZES[kind]
         if count * itemsize <= len(value):
             data = value[: take * itemsize]
         else:
             where = struct.unpack(self.order + ("Q" if self.big else "I"), value)[0]
             if where < 8 or where + count * itemsize > self.size:
-                raise self.error(f"{self.display}: tag {code} points past the end of the file; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: tag {code} points past the end of the file; the TIFF file is corrupt")
             data = self.read(where, take * itemsize)
         values = np.frombuffer(data, dtype=self.order + _INTEGER_TYPES[kind], count=take)
         if values.dtype.kind == "u" and values.dtype.itemsize == 8 and take and int(values.max()) >= 2**63:
-            raise self.error(f"{self.display}: tag {code} holds an impossibly large value; the TIFF file is corrupt")
+            raise Unusable(f"{self.display}: tag {code} holds an impossibly large value; the TIFF file is corrupt")
         return values.astype(np.int64)
 
     def text(self, entry) -> str | None:
         kind, count, value = entry
         if kind != 2:
             return None
-        if count > MAX_DESCRIPTION_BYTES:
-            raise self.error(f"{self.display}: its image description is larger than {MAX_DESCRIPTION_BYTES} bytes")
+        if count > limits.TIFF_MAX_DESCRIPTION_BYTES:
+            raise Unusable(f"{self.display}: its image description is larger than {limits.TIFF_MAX_DESCRIPTION_BYTES} bytes")
         if count <= len(value):
             data = value[:count]
         else:
@@ -368,9 +355,9 @@ class _Reader:
             if code in tags:
                 value = self.scalar(tags[code][0], code)
                 if value is None and code != 278:  # tifffile reads several RowsPerStrip values as "one strip"
-                    raise self.error(f"{self.display}: tag {code} holds several values instead of one; the TIFF file is corrupt")
+                    raise Unusable(f"{self.display}: tag {code} holds several values instead of one; the TIFF file is corrupt")
                 if value is not None and value < 0:
-                    raise self.error(f"{self.display}: tag {code} is negative; the TIFF file is corrupt")
+                    raise Unusable(f"{self.display}: tag {code} is negative; the TIFF file is corrupt")
             setattr(page, name, value)
         page.bits = self.per_sample(tags, 258, page.samples, 1)
         page.sampleformat = self.per_sample(tags, 339, page.samples, 1)
@@ -382,7 +369,7 @@ class _Reader:
         if 322 in tags:  # as tifffile: a TileWidth tag makes the page tiled
             page.rowsperstrip = 0
             if page.tilewidth < 1:
-                raise self.error(f"{self.display}: has tiles of width 0; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: has tiles of width 0; the TIFF file is corrupt")
         elif 257 in tags:
             if page.rowsperstrip is None:
                 page.rowsperstrip = page.length
@@ -401,10 +388,10 @@ class _Reader:
             return self.scalar(tags[code][0], code)
         values = self.values(tags[code][0], code, 1 << 16)
         if len(values) == 0:
-            raise self.error(f"{self.display}: tag {code} is empty; the TIFF file is corrupt")
+            raise Unusable(f"{self.display}: tag {code} is empty; the TIFF file is corrupt")
         used = values[: max(1, samples)] if len(values) > 1 else values
         if np.any(used != used[0]):
-            raise self.error(f"{self.display}: its samples differ in type or size; save a single-channel label image")
+            raise Unusable(f"{self.display}: its samples differ in type or size; save a single-channel label image")
         return int(used[0])
 
     def shape_of(self, page: _Page) -> None:
@@ -433,28 +420,28 @@ class _Reader:
             fix = (
                 " (decoding it needs the imagecodecs package, which the grader does not install)" if page.compression == 5 else ""
             )
-            raise self.error(f"{self.display}: is compressed with {name}{fix}; {_COMPRESSION_FIX}")
+            raise Unusable(f"{self.display}: is compressed with {name}{fix}; {_COMPRESSION_FIX}")
         if page.dtype is None:
-            raise self.error(
+            raise Unusable(
                 f"{self.display}: has {page.bits}-bit samples of format {page.sampleformat}; "
                 "save 8, 16, 32 or 64-bit integers or floats (or 1-bit masks)"
             )
         if page.photometric == 6 or (subsampling is not None and subsampling != (1, 1)):
-            raise self.error(f"{self.display}: holds YCbCr colour data; save a single-channel label image")
+            raise Unusable(f"{self.display}: holds YCbCr colour data; save a single-channel label image")
         if page.fillorder != 1:
-            raise self.error(f"{self.display}: uses bit fill order {page.fillorder}; save it with the default fill order")
+            raise Unusable(f"{self.display}: uses bit fill order {page.fillorder}; save it with the default fill order")
         if page.predictor not in (1, 2) or (page.predictor == 2 and page.bits == 1):
-            raise self.error(
+            raise Unusable(
                 f"{self.display}: uses TIFF predictor {page.predictor}; save it without a predictor "
                 "or with horizontal differencing"
             )
         if page.planar not in (1, 2):
-            raise self.error(f"{self.display}: has an invalid planar configuration; the TIFF file is corrupt")
+            raise Unusable(f"{self.display}: has an invalid planar configuration; the TIFF file is corrupt")
         dims = (page.width, page.length, page.depth, page.samples)
         if min(dims) < 1 or page.tiled and min(page.tilelength, page.tiledepth) < 1 or not page.tiled and page.rowsperstrip < 1:
-            raise self.error(f"{self.display}: has an empty or invalid image size; the TIFF file is corrupt")
-        if math.prod(page.shaped) > MAX_VOXELS:
-            raise self.error(f"{self.display}: declares an impossibly large image")
+            raise Unusable(f"{self.display}: has an empty or invalid image size; the TIFF file is corrupt")
+        if math.prod(page.shaped) > limits.MAX_VOXELS:
+            raise Unusable(f"{self.display}: declares an impossibly large image")
 
     def segments_of(self, page: _Page, tags: dict) -> None:
         """Strip or tile geometry, and the offsets and byte counts of every segment."""
@@ -475,37 +462,37 @@ class _Reader:
             codes = (273, 279)
         page.expected = expected
         self.segments += expected
-        if self.segments > MAX_SEGMENTS:
-            raise self.error(
-                f"{self.display}: holds more than {MAX_SEGMENTS} strips and tiles; save it with larger strips or tiles"
+        if self.segments > limits.TIFF_MAX_SEGMENTS:
+            raise Unusable(
+                f"{self.display}: holds more than {limits.TIFF_MAX_SEGMENTS} strips and tiles; save it with larger strips or tiles"
             )
         if codes[0] not in tags or codes[1] not in tags:
-            raise self.error(f"{self.display}: a page lacks its data offsets or byte counts; the TIFF file is corrupt")
+            raise Unusable(f"{self.display}: a page lacks its data offsets or byte counts; the TIFF file is corrupt")
         found = []
         for code in codes:
             kind, count, value = tags[code][0]
             if count < expected:
-                raise self.error(
+                raise Unusable(
                     f"{self.display}: a page lists {count} of its {expected} strips or tiles; the TIFF file is corrupt"
                 )
-            values = self.values((kind, count, value), code, MAX_SEGMENTS, take=expected)
+            values = self.values((kind, count, value), code, limits.TIFF_MAX_SEGMENTS, take=expected)
             if expected > 1 and np.any(values < 0) or expected == 1 and values[0] < 0:
-                raise self.error(f"{self.display}: tag {code} holds negative values; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: tag {code} holds negative values; the TIFF file is corrupt")
             found.append(values)
         page.offsets, page.counts = found
         if expected == 1:  # the common case, without numpy's per-call overhead
             offset, count = int(page.offsets[0]), int(page.counts[0])
             present = offset > 0 and count > 0
             if present and offset + count > self.size:
-                raise self.error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+                raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
             complete = present
         else:
             present = (page.offsets > 0) & (page.counts > 0)
             if np.any(page.offsets[present] + page.counts[present] > self.size):
-                raise self.error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+                raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
             complete = bool(present.all())
         if page.nodata and not complete:
-            raise self.error(f"{self.display}: has missing strips or tiles with a GDAL no-data value; write every strip")
+            raise Unusable(f"{self.display}: has missing strips or tiles with a GDAL no-data value; write every strip")
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,19 +582,23 @@ def _dataoffset(pages: list[_Page], shape: tuple, single_shaped: bool) -> int | 
     return None
 
 
-def _series_shaped(pages: list[_Page], description: str, display: str, error) -> _Series | None:
+def _series_shaped(pages: list[_Page], description: str, display: str) -> _Series | None:
     """tifffile's ``_series_shaped`` for the first series."""
     try:
         metadata = _shaped_metadata(description)
         reshape = tuple(metadata["shape"])
     except (ValueError, KeyError, TypeError, RecursionError):
-        raise error(f"{display}: its tifffile shape description is invalid") from None
-    if not isinstance(metadata, dict) or len(reshape) > MAX_DIMENSIONS or not all(isinstance(n, int) and n >= 0 for n in reshape):
-        raise error(f"{display}: its tifffile shape description is invalid")
+        raise Unusable(f"{display}: its tifffile shape description is invalid") from None
+    if (
+        not isinstance(metadata, dict)
+        or len(reshape) > limits.TIFF_MAX_DIMENSIONS
+        or not all(isinstance(n, int) and n >= 0 for n in reshape)
+    ):
+        raise Unusable(f"{display}: its tifffile shape description is invalid")
     keyframe = pages[0]
     size = math.prod(reshape)
     if keyframe.size == 0:
-        raise error(f"{display}: has an empty page")
+        raise Unusable(f"{display}: has an empty page")
     npages, mod = divmod(size, keyframe.size) if size > 0 else (1, 0)
     if mod:
         return None
@@ -638,14 +629,14 @@ def _series_shaped(pages: list[_Page], description: str, display: str, error) ->
     return _Series(shape, chosen, _dataoffset(chosen, shape, single_shaped=True), pages[: max(1, npages)])
 
 
-def _series_imagej(pages: list[_Page], description: str, file_size: int, display: str, error) -> _Series | None:
+def _series_imagej(pages: list[_Page], description: str, file_size: int, display: str) -> _Series | None:
     """tifffile's ``_series_imagej``."""
     meta = _imagej_metadata(description)
     page = pages[0]
     order = meta.get("order", "czt")
     counts = [meta.get(name, 1) for name in ("frames", "slices", "channels", "images")]
     if not isinstance(order, str) or not all(isinstance(n, int) for n in counts):
-        raise error(f"{display}: its ImageJ description is invalid")
+        raise Unusable(f"{display}: its ImageJ description is invalid")
     frames, slices, channels, images = counts
     if images < 1 or frames < 1 or slices < 1 or channels < 1:
         return None
@@ -657,8 +648,8 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
         images = frames * slices * channels
     if images == 1 and len(pages) > 1:
         images = len(pages)
-    if images > MAX_VOXELS:
-        raise error(f"{display}: its ImageJ description declares an impossibly large image")
+    if images > limits.MAX_VOXELS:
+        raise Unusable(f"{display}: its ImageJ description declares an impossibly large image")
     nbytes = images * page.nbytes
     if not page.final:
         virtual = False
@@ -689,12 +680,12 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
         shape, axes = shape + page.shape, axes + page.axes
     if "S" not in axes:
         shape, axes = shape + (1,), axes + "S"
-    if len(shape) > MAX_DIMENSIONS:
-        raise error(f"{display}: its ImageJ description declares too many dimensions")
+    if len(shape) > limits.TIFF_MAX_DIMENSIONS:
+        raise Unusable(f"{display}: its ImageJ description declares too many dimensions")
     return _Series(_squeeze(shape, axes), chosen, _dataoffset(chosen, shape, single_shaped=True), pages)
 
 
-def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
+def _series(pages: list[_Page], file_size: int, display: str) -> _Series:
     first = pages[0]
     descriptions = [d for d in first.descriptions if d]
     shaped = next(
@@ -703,9 +694,9 @@ def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
     imagej = next((d for d in descriptions if d[:7] in ("ImageJ=", "SCIFIO=")), None)
     series = None
     if shaped is not None:
-        series = _series_shaped(pages, shaped, display, error)
+        series = _series_shaped(pages, shaped, display)
     elif imagej is not None:
-        series = _series_imagej(pages, imagej, file_size, display, error)
+        series = _series_imagej(pages, imagej, file_size, display)
     if series is None:  # a stack of the file's pages
         shape = first.shape if len(pages) == 1 else (len(pages), *first.shape)
         axes = first.axes if len(pages) == 1 else "I" + first.axes
@@ -717,77 +708,25 @@ def _series(pages: list[_Page], file_size: int, display: str, error) -> _Series:
     # or decode later pages with the first page's settings)
     key, final = first.key(), first.final
     if any(page.key() != key or page.final != final for page in series.span[1:]):
-        raise error(f"{display}: its pages differ in size, type or storage; save the image as one stack of equal pages")
+        raise Unusable(f"{display}: its pages differ in size, type or storage; save the image as one stack of equal pages")
     return series
 
 
 # --------------------------------------------------------------------------------------------
-# Bounded decoders
+# Decoders: one stream each, into at most the strip's or tile's own size (``readers.codecs``)
 
 
-def _inflate(data: bytes, cap: int, display: str, error) -> bytes:
-    stream = zlib.decompressobj()
-    try:
-        out = stream.decompress(data, cap + 1)
-        if not stream.eof and not stream.unconsumed_tail and len(out) <= cap:
-            out += stream.decompress(b"", cap + 1 - len(out))  # output still held back by zlib
-    except zlib.error:
-        raise error(f"{display}: a deflate-compressed strip or tile is corrupt") from None
-    if len(out) > cap:
-        raise error(f"{display}: a strip or tile decodes to more than its {cap} bytes; the TIFF file is corrupt")
-    if not stream.eof:
-        raise error(f"{display}: a deflate-compressed strip or tile is truncated")
-    return out
+def _inflate(data: bytes, cap: int) -> bytes:
+    return codecs.decode(codecs.ZLIB, data, cap)
 
 
-def _unxz(data: bytes, cap: int, display: str, error) -> bytes:
-    """LZMA/xz data as ``lzma.decompress`` reads it (concatenated streams, trailing garbage
-    after the first stream ignored), never more than ``cap + 1`` bytes of output."""
-    parts, total, rest = [], 0, data
-    while True:
-        stream = lzma.LZMADecompressor(memlimit=LZMA_MEMORY)
-        try:
-            out = stream.decompress(rest, cap + 1 - total)
-        except lzma.LZMAError as exc:
-            if parts:
-                break
-            reason = "needs more memory than accepted" if "Memory" in str(exc) or "memory" in str(exc) else "is corrupt"
-            raise error(f"{display}: an LZMA-compressed strip or tile {reason}") from None
-        parts.append(out)
-        total += len(out)
-        if total > cap:
-            raise error(f"{display}: a strip or tile decodes to more than its {cap} bytes; the TIFF file is corrupt")
-        if not stream.eof:
-            raise error(f"{display}: an LZMA-compressed strip or tile is truncated")
-        rest = stream.unused_data
-        if not rest:
-            break
-    return b"".join(parts)
+def _unxz(data: bytes, cap: int) -> bytes:
+    """LZMA/xz data as tifffile reads it with ``lzma.decompress``: concatenated streams (a few)."""
+    return codecs.decode(codecs.XZ, data, cap, members=limits.MAX_STREAMS)
 
 
-def _unpackbits(data: bytes, cap: int, display: str, error) -> bytes:
-    """PackBits as tifffile's decoder reads it (a header of 128 is a no-op, runs cut short by
-    the end of the data are kept), refusing more than ``cap`` bytes of output."""
-    out = bytearray()
-    i, n = 0, len(data)
-    while i < n:
-        header = data[i]
-        i += 1
-        if header < 128:
-            piece = data[i : i + header + 1]
-            i += header + 1
-        elif header > 128:
-            piece = data[i : i + 1] * (257 - header)
-            i += 1
-        else:
-            continue
-        if len(out) + len(piece) > cap:
-            raise error(f"{display}: a strip or tile decodes to more than its {cap} bytes; the TIFF file is corrupt")
-        out += piece
-    return bytes(out)
-
-
-_DECODERS = {DEFLATE: _inflate, OLD_DEFLATE: _inflate, LZMA: _unxz, PACKBITS: _unpackbits}
+_DECODERS = {DEFLATE: _inflate, OLD_DEFLATE: _inflate, LZMA: _unxz, PACKBITS: codecs.packbits}
+_NAMES = {DEFLATE: "a deflate", OLD_DEFLATE: "a deflate", LZMA: "an LZMA", PACKBITS: "a PackBits"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -801,37 +740,33 @@ class TiffArray:
     (always empty), ``array[region]`` (ints and step-1 slices), ``stored(region)`` (whether
     any data is stored there) and ``read()``. Thread-safe (positioned reads only)."""
 
-    def __init__(self, path: Path, display: str | None = None, trusted: bool = False, max_voxels: int | None = None):
+    def __init__(self, path: Path, display: str | None = None, max_voxels: int | None = None):
         self.display = display or Path(path).name
-        self._error = _errors(trusted)
         self.attrs = {}
-        check_regular(Path(path), self.display, self._error)
-        self._file = open_regular(Path(path), self.display, self._error)
+        check_regular(Path(path), self.display)
+        self._file = open_regular(Path(path), self.display)
         try:
             self._open(max_voxels)
-        except GraderError:
+        except BaseException:
             self.close()
             raise
-        except Exception as exc:  # a bug here must still end as a clean refusal
-            self.close()
-            raise self._error(f"{self.display}: cannot be read as TIFF ({type(exc).__name__}); the file may be corrupt") from None
 
     def _open(self, max_voxels: int | None) -> None:
-        reader = _Reader(self._file, self.display, self._error)
+        reader = _Reader(self._file, self.display)
         pages = reader.pages()
-        series = _series(pages, reader.size, self.display, self._error)
+        series = _series(pages, reader.size, self.display)
         self.shape = series.shape
         voxels = math.prod(self.shape)
-        if voxels > MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
-            limit = max_voxels if max_voxels is not None and max_voxels < MAX_VOXELS else MAX_VOXELS
-            raise self._error(
+        if voxels > limits.MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
+            limit = max_voxels if max_voxels is not None and max_voxels < limits.MAX_VOXELS else limits.MAX_VOXELS
+            raise Unusable(
                 f"{self.display}: has shape {self.shape}, more voxels than the {limit} accepted for it; "
                 "write it on the image's grid"
             )
         keyframe = series.pages[0]
-        if keyframe.nbytes > MAX_PAGE_BYTES:
-            raise self._error(
-                f"{self.display}: has pages of {keyframe.nbytes} bytes, more than the {MAX_PAGE_BYTES} accepted; "
+        if keyframe.nbytes > limits.TIFF_MAX_PAGE_BYTES:
+            raise Unusable(
+                f"{self.display}: has pages of {keyframe.nbytes} bytes, more than the {limits.TIFF_MAX_PAGE_BYTES} accepted; "
                 "save the image as a stack of smaller pages"
             )
         self._keyframe, self._file_size = keyframe, reader.size
@@ -842,11 +777,11 @@ class TiffArray:
         self._contiguous = series.contiguous
         if self._contiguous is not None:
             if self._contiguous + voxels * self.dtype.itemsize > reader.size:
-                raise self._error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+                raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
             self._pages = None
         else:
             if len(series.pages) * self._page_size != voxels:
-                raise self._error(
+                raise Unusable(
                     f"{self.display}: its shape {self.shape} does not match its {len(series.pages)} pages; "
                     "the TIFF file is corrupt"
                 )
@@ -892,14 +827,8 @@ class TiffArray:
         slices, dropped = self._region(key)
         try:
             return self._read(slices, dropped)
-        except GraderError:
-            raise
         except MemoryError:
-            raise self._error(f"{self.display}: is too large to read in the memory available") from None
-        except Exception as exc:  # a bug here must still end as a clean refusal
-            raise self._error(
-                f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt"
-            ) from None
+            raise Unusable(f"{self.display}: is too large to read in the memory available") from None
 
     def _read(self, slices: list[slice], dropped: list[int]) -> np.ndarray:
         shape = tuple(s.stop - s.start for s in slices)
@@ -917,15 +846,16 @@ class TiffArray:
             out = out.reshape([n for axis, n in enumerate(shape) if axis not in dropped])
         return out
 
-    def read(self) -> np.ndarray:
-        return self[()]
+    def read(self, region=()) -> np.ndarray:
+        """``self[region]``; the whole series by default (``regions.RegionArray``)."""
+        return self[region]
 
     # -- decoding one page -----------------------------------------------------------------
 
     def _pread(self, offset: int, count: int) -> bytes:
         data = os.pread(self._file.fileno(), count, offset)
         if len(data) != count:
-            raise self._error(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
+            raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
         return data
 
     def _page(self, index: int) -> np.ndarray:
@@ -985,21 +915,29 @@ class TiffArray:
             expected, cap = sd * rows * row_bytes, sd * sl * row_bytes
         if key.compression == NONE:
             if count < expected:
-                raise self._error(f"{self.display}: a strip or tile is shorter than its image data; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: a strip or tile is shorter than its image data; the TIFF file is corrupt")
             data = self._pread(offset, expected)
         else:
-            if cap > MAX_SEGMENT_BYTES:
-                raise self._error(
-                    f"{self.display}: has compressed strips or tiles of more than {MAX_SEGMENT_BYTES} bytes; "
+            if cap > limits.TIFF_MAX_SEGMENT_BYTES:
+                raise Unusable(
+                    f"{self.display}: has compressed strips or tiles of more than {limits.TIFF_MAX_SEGMENT_BYTES} bytes; "
                     "save it with smaller strips or tiles"
                 )
-            data = _DECODERS[key.compression](self._pread(offset, count), cap, self.display, self._error)
+            if key.compression == PACKBITS and count > limits.PACKBITS_OVERHEAD * cap + 64:
+                raise Unusable(
+                    f"{self.display}: a PackBits strip or tile is stored in {count} bytes, more than its {cap} "
+                    "decoded bytes can need; the TIFF file is corrupt or crafted"
+                )
+            try:
+                data = _DECODERS[key.compression](self._pread(offset, count), cap)
+            except Unusable as exc:
+                raise Unusable(f"{self.display}: {_NAMES[key.compression]} strip or tile cannot be decoded: {exc}") from None
             if len(data) < expected:
-                raise self._error(
+                raise Unusable(
                     f"{self.display}: a strip or tile decodes to fewer bytes than its image data; the TIFF file is corrupt"
                 )
             if key.bits == 1 and (sw * ss) % 8 and len(data) % row_bytes:
-                raise self._error(f"{self.display}: a 1-bit strip or tile has a partial row; the TIFF file is corrupt")
+                raise Unusable(f"{self.display}: a 1-bit strip or tile has a partial row; the TIFF file is corrupt")
             data = data[:expected]
         if key.bits == 1:
             bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8).reshape(-1, row_bytes), axis=1)[:, : sw * ss]
@@ -1029,18 +967,18 @@ class TiffArray:
 # Module-level helpers
 
 
-def open_array(path: Path, display: str | None = None, trusted: bool = False, max_voxels: int | None = None) -> TiffArray:
+def open_array(path: Path, display: str | None = None, max_voxels: int | None = None) -> TiffArray:
     """The first image series of ``path``, checked from its IFDs and read page by page."""
-    return TiffArray(path, display, trusted, max_voxels)
+    return TiffArray(path, display, max_voxels)
 
 
-def probe(path: Path, display: str | None = None, trusted: bool = False) -> tuple[tuple[int, ...], np.dtype]:
+def probe(path: Path, display: str | None = None) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and (native) dtype from the IFDs alone; no image data is read."""
-    with TiffArray(path, display, trusted) as array:
+    with TiffArray(path, display) as array:
         return array.shape, array.dtype
 
 
-def read(path: Path, display: str | None = None, trusted: bool = False, max_voxels: int | None = None) -> np.ndarray:
+def read(path: Path, display: str | None = None, max_voxels: int | None = None) -> np.ndarray:
     """The whole first image series."""
-    with TiffArray(path, display, trusted, max_voxels) as array:
+    with TiffArray(path, display, max_voxels) as array:
         return array.read()

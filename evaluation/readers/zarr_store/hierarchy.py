@@ -4,7 +4,7 @@ import os
 import stat
 from pathlib import Path
 
-from evaluation.errors import GraderError
+from evaluation.errors import Unusable
 from evaluation.readers import untrusted
 from evaluation.readers.zarr_store.base import ARRAY, GROUP
 
@@ -29,7 +29,7 @@ def node_kind(path: Path) -> str | None:
     if _lstat_mode(path / "zarr.json") is not None:
         try:
             metadata = untrusted.load_json(path / "zarr.json", "zarr.json")
-        except GraderError:
+        except Unusable:
             return ARRAY
         return GROUP if isinstance(metadata, dict) and metadata.get("node_type") == "group" else ARRAY
     return GROUP

@@ -1,9 +1,10 @@
-"""Codecs. Each byte stage knows the size it encodes to (``None``: unknown, a compressor) and
-decodes to a size it is told, exactly (or at most, below a stacked compressor); a pipeline
-is the stages of one chunk in encoding order. Codec configurations are checked here."""
+"""The codecs of a chunk. Each byte stage knows the size it encodes to (``None``: unknown, a
+compressor) and decodes to a size it is told, exactly (or at most, below a stacked
+compressor); a pipeline is the stages of one chunk in encoding order. Compressors decode
+through ``readers.codecs`` (bounded in output and work); checksums and numcodecs' filters work
+on data whose size is already known. Codec configurations are checked here, against the list
+in docs/participants.md."""
 
-import bz2
-import lzma
 import math
 import struct
 import zlib
@@ -11,28 +12,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evaluation.readers.zarr_store.base import (
-    _ACCEPTED,
-    _V2_DTYPE,
-    _VALID_SIZES,
-    LZMA_MEMORY,
-    MAX_CHUNK_BYTES,
-    _Corrupt,
-    _Invalid,
-    _is_int,
-    _reason,
-)
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, limits
+from evaluation.readers.codecs import as_u1
+from evaluation.readers.zarr_store.base import ACCEPTED, V2_DTYPE, VALID_SIZES, Corrupt, Invalid, is_int
+
+# what numcodecs' filters and checksums raise for data they cannot decode
+_FILTER_ERRORS = (ValueError, TypeError, RuntimeError)
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
 
 
 def _bound(size: int) -> int:
     """At most how many bytes a compressor may make of ``size`` bytes (worst cases are a few
     bytes per 16-128 KiB block plus headers)."""
     return size + size // 8 + 65536
-
-
-def _as_u1(data) -> np.ndarray:
-    array = np.asarray(data) if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
 class _Stage:
@@ -53,17 +50,17 @@ class _Checksum(_Stage):
         return size + 4
 
     def decode(self, data, size, exact):
-        data = _as_u1(data)
+        data = as_u1(data)
         if data.nbytes < 4:
-            raise _Corrupt(f"it is too short to hold its {self.name} checksum")
+            raise Corrupt(f"it is too short to hold its {self.name} checksum")
         payload, stored = (data[4:], data[:4]) if self.location == "start" else (data[:-4], data[-4:])
         if self.name == "fletcher32":
             import numcodecs
 
             try:
-                return _as_u1(numcodecs.Fletcher32().decode(data))
-            except Exception as exc:  # mismatch: RuntimeError
-                raise _Corrupt(f"its fletcher32 checksum does not match ({_reason(exc)})") from None
+                return as_u1(numcodecs.Fletcher32().decode(data))
+            except _FILTER_ERRORS as exc:  # mismatch: RuntimeError
+                raise Corrupt(f"its fletcher32 checksum does not match ({_reason(exc)})") from None
         if self.name == "crc32":
             value = zlib.crc32(payload)
         elif self.name == "adler32":
@@ -73,11 +70,15 @@ class _Checksum(_Stage):
 
             value = google_crc32c.value(payload.tobytes() if not payload.flags.c_contiguous else payload)
         if struct.unpack("<I", stored.tobytes())[0] != value & 0xFFFFFFFF:
-            raise _Corrupt(f"its {self.name} checksum does not match")
+            raise Corrupt(f"its {self.name} checksum does not match")
         return payload
 
 
 class _Compressor(_Stage):
+    """A compressor, decoded by ``readers.codecs`` into the chunk's size: blosc, lz4 and zstd
+    from the size their header states, the streams (zlib, gzip, bz2, lzma) with an output
+    limit, a bound on concatenated streams and nothing after them."""
+
     def __init__(self, name: str, settings: dict):
         self.name, self.settings = name, settings
 
@@ -85,116 +86,19 @@ class _Compressor(_Stage):
         return None
 
     def decode(self, data, size, exact):
-        return getattr(self, "_" + self.name)(data, size, exact)
-
-    # -- headers that state the decoded size
-
-    @staticmethod
-    def _check_size(stated: int, size: int, exact: bool, where: str) -> None:
-        if stated > size:
-            raise _Corrupt(f"its {where} header states {stated} decoded bytes, more data than its chunk holds ({size} bytes)")
-        if exact and stated < size:
-            raise _Corrupt(f"its {where} header states {stated} decoded bytes, less data than its chunk holds ({size} bytes)")
-
-    def _blosc(self, data, size, exact):
-        import numcodecs
-
-        data = _as_u1(data)
-        if data.nbytes < 16:
-            raise _Corrupt("it is too short for a blosc header")
-        nbytes, _, cbytes = struct.unpack("<III", data[4:16].tobytes())
-        self._check_size(nbytes, size, exact, "blosc")
-        if cbytes != data.nbytes:
-            raise _Corrupt(f"its blosc header states {cbytes} compressed bytes but the chunk holds {data.nbytes}")
-        out = np.empty(nbytes, dtype=np.uint8)
-        numcodecs.Blosc().decode(data, out=out)
-        return out
-
-    def _lz4(self, data, size, exact):
-        import numcodecs
-
-        data = _as_u1(data)
-        if data.nbytes < 4:
-            raise _Corrupt("it is too short for an lz4 header")
-        stated = struct.unpack("<i", data[:4].tobytes())[0]
-        if stated < 0:
-            raise _Corrupt("its lz4 header states a negative size")
-        self._check_size(stated, size, exact, "lz4")
-        out = np.empty(stated, dtype=np.uint8)
-        numcodecs.LZ4().decode(data, out=out)
-        return out
-
-    def _zstd(self, data, size, exact):
-        import numcodecs
-
-        data = _as_u1(data)
-        stated = _zstd_content_size(data)
-        if stated is None:  # a streamed frame: numcodecs requires it to fill ``out`` exactly
-            if not exact:
-                raise _Corrupt("its zstd frame does not state its decoded size")
-            stated = size
-        self._check_size(stated, size, exact, "zstd")
-        out = np.empty(stated, dtype=np.uint8)
-        numcodecs.Zstd().decode(data, out=out)
-        return out
-
-    # -- streams inflated with an output limit
-
-    def _zlib(self, data, size, exact):
-        return _inflate(lambda: zlib.decompressobj(), data, size, members=False)
-
-    def _gzip(self, data, size, exact):
-        return _inflate(lambda: zlib.decompressobj(31), data, size, members=True, padding=True)
-
-    def _bz2(self, data, size, exact):
-        return _inflate(bz2.BZ2Decompressor, data, size, members=True)
-
-    def _lzma(self, data, size, exact):
-        fmt = self.settings.get("format", lzma.FORMAT_XZ)
-        return _inflate(lambda: lzma.LZMADecompressor(format=fmt, memlimit=LZMA_MEMORY), data, size, members=True)
-
-
-def _zstd_content_size(data: np.ndarray) -> int | None:
-    """The decoded size stated by the first zstd frame's header, None when it states none."""
-    if data.nbytes < 6 or data[:4].tobytes() != b"\x28\xb5\x2f\xfd":
-        raise _Corrupt("it does not start with a zstd frame")
-    descriptor = int(data[4])
-    fcs_flag, single_segment, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
-    if descriptor & 0x08:
-        raise _Corrupt("its zstd frame header is invalid (reserved bit set)")
-    position = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
-    width = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
-    if width == 0:
-        return None
-    if data.nbytes < position + width:
-        raise _Corrupt("its zstd frame header is truncated")
-    value = int.from_bytes(data[position : position + width].tobytes(), "little")
-    return value + 256 if width == 2 else value
-
-
-def _inflate(new, data, size: int, members: bool, padding: bool = False) -> bytes:
-    """Decompress a zlib/gzip/bz2/lzma stream (and, with ``members``, streams concatenated
-    after it) to at most ``size`` bytes; more raises ``_Corrupt``."""
-    data = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
-    parts, total = [], 0
-    while True:
-        decompressor = new()
         try:
-            piece = decompressor.decompress(data, size - total + 1)
-        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
-            raise _Corrupt(f"its compressed stream is invalid ({_reason(exc)})") from None
-        total += len(piece)
-        parts.append(piece)
-        if total > size:
-            raise _Corrupt(f"it decodes to more data than its chunk holds ({size} bytes)")
-        if not decompressor.eof:
-            raise _Corrupt("its compressed stream is truncated")
-        data = decompressor.unused_data
-        if padding:
-            data = data.lstrip(b"\x00")
-        if not members or not data:
-            break
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+            if self.name in ("blosc", "lz4", "zstd"):
+                return getattr(codecs, self.name)(data, size, exact)
+            if self.name == "zlib":
+                return codecs.decode(codecs.ZLIB, data, size)
+            if self.name == "gzip":  # numcodecs reads concatenated members and zero padding, as gzip does
+                return codecs.decode(codecs.GZIP, data, size, members=limits.MAX_STREAMS, padding=True)
+            if self.name == "bz2":
+                return codecs.decode(codecs.BZ2, data, size, members=limits.MAX_STREAMS)
+            fmt = self.settings.get("format", 1)  # numcodecs' LZMA: FORMAT_XZ unless told
+            return codecs.decode(codecs.XZ, data, size, members=limits.MAX_STREAMS, lzma_format=fmt)
+        except Unusable as exc:
+            raise Corrupt(str(exc)) from None
 
 
 class _Shuffle(_Stage):
@@ -206,7 +110,10 @@ class _Shuffle(_Stage):
     def decode(self, data, size, exact):
         import numcodecs
 
-        return _as_u1(numcodecs.Shuffle(elementsize=self.elementsize).decode(_as_u1(data)))
+        try:
+            return as_u1(numcodecs.Shuffle(elementsize=self.elementsize).decode(as_u1(data)))
+        except _FILTER_ERRORS as exc:
+            raise Corrupt(f"its shuffle data is invalid ({_reason(exc)})") from None
 
 
 class _Filter(_Stage):
@@ -221,11 +128,14 @@ class _Filter(_Stage):
         if self.decoded is None:
             return size
         if size % self.decoded.itemsize:
-            raise _Invalid(f"the filter {self.name} works on {self.decoded} values, which do not divide the chunk's bytes")
+            raise Invalid(f"the filter {self.name} works on {self.decoded} values, which do not divide the chunk's bytes")
         return size // self.decoded.itemsize * self.encoded.itemsize
 
     def decode(self, data, size, exact):
-        return _as_u1(self.codec.decode(_as_u1(data)))
+        try:
+            return as_u1(self.codec.decode(as_u1(data)))
+        except _FILTER_ERRORS as exc:
+            raise Corrupt(f"its {self.name} data is invalid ({_reason(exc)})") from None
 
 
 @dataclass
@@ -249,8 +159,8 @@ class _Pipeline:
                 size, exact = _bound(size), False
             else:
                 size = encoded
-            if size > 2 * MAX_CHUNK_BYTES:
-                raise _Invalid(f"its codec {stage.name} makes chunks larger than {MAX_CHUNK_BYTES >> 20} MiB")
+            if size > 2 * limits.ZARR_MAX_CHUNK_BYTES:
+                raise Invalid(f"its codec {stage.name} makes chunks larger than {limits.ZARR_MAX_CHUNK_BYTES >> 20} MiB")
             self.sizes.append((size, exact))
 
     @property
@@ -262,29 +172,22 @@ class _Pipeline:
         return self.sizes[-1][0]
 
     def decode(self, data) -> np.ndarray:
-        """The chunk as an array of ``shape`` (stored dtype), or ``_Corrupt``."""
+        """The chunk as an array of ``shape`` (stored dtype), or ``Corrupt``."""
         for index in range(len(self.stages) - 1, -1, -1):
             size, exact = self.sizes[index]
             stage = self.stages[index]
-            try:
-                data = stage.decode(data, size, exact)
-            except _Corrupt:
-                raise
-            except Exception as exc:  # codec libraries raise many types for bad data
-                if "too small" in str(exc):  # numcodecs: the stream goes on beyond ``out``
-                    raise _Corrupt(f"it decodes to more data than its chunk holds ({size} bytes)") from None
-                raise _Corrupt(f"its {stage.name} data is invalid ({_reason(exc)})") from None
+            data = stage.decode(data, size, exact)
             got = data.nbytes if isinstance(data, np.ndarray) else len(data)
             if got > size:
-                raise _Corrupt(f"it decodes to more data than its chunk holds ({size} bytes)")
+                raise Corrupt(f"it decodes to more data than its chunk holds ({size} bytes)")
             if exact and got < size:
-                raise _Corrupt(f"it decodes to less data ({got} bytes) than its chunk holds ({size} bytes)")
+                raise Corrupt(f"it decodes to less data ({got} bytes) than its chunk holds ({size} bytes)")
         got = data.nbytes if isinstance(data, np.ndarray) else len(data)
         if got != self.nbytes:
             more = "more" if got > self.nbytes else "less"
-            raise _Corrupt(f"it holds {more} data ({got} bytes) than its chunk ({self.nbytes} bytes)")
+            raise Corrupt(f"it holds {more} data ({got} bytes) than its chunk ({self.nbytes} bytes)")
         dtype = np.dtype(np.uint8) if self.dtype.kind == "b" else self.dtype
-        flat = np.frombuffer(data, dtype=dtype) if not isinstance(data, np.ndarray) else _as_u1(data).view(dtype)
+        flat = np.frombuffer(data, dtype=dtype) if not isinstance(data, np.ndarray) else as_u1(data).view(dtype)
         if self.permutation is None:
             return flat.reshape(self.shape, order=self.order)
         stored = flat.reshape(tuple(self.shape[p] for p in self.permutation))
@@ -299,28 +202,28 @@ def _settings(config, name: str, allowed: dict) -> dict:
     if config is None:
         config = {}
     if not isinstance(config, dict):
-        raise _Invalid(f"the settings of the codec {name} must be a JSON object")
+        raise Invalid(f"the settings of the codec {name} must be a JSON object")
     for key, value in config.items():
         if key not in allowed:
-            raise _Invalid(f"the codec {name} has an unknown setting {str(key)[:40]!r}")
+            raise Invalid(f"the codec {name} has an unknown setting {str(key)[:40]!r}")
         check, description = allowed[key]
         if not check(value):
-            raise _Invalid(f"the setting '{key}' of the codec {name} must be {description}")
+            raise Invalid(f"the setting '{key}' of the codec {name} must be {description}")
     return config
 
 
 def _int_in(low, high):
-    return lambda v: _is_int(v) and low <= v <= high, f"an integer from {low} to {high}"
+    return lambda v: is_int(v) and low <= v <= high, f"an integer from {low} to {high}"
 
 
-_ANY_INT = (lambda v: _is_int(v) and abs(v) < 2**31, "an integer")
+_ANY_INT = (lambda v: is_int(v) and abs(v) < 2**31, "an integer")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
 _NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
 
 
 def _is_dtype_string(value) -> bool:
-    match = _V2_DTYPE.fullmatch(value) if isinstance(value, str) else None
-    return match is not None and int(match.group(3)) in _VALID_SIZES[match.group(2)]
+    match = V2_DTYPE.fullmatch(value) if isinstance(value, str) else None
+    return match is not None and int(match.group(3)) in VALID_SIZES[match.group(2)]
 
 
 _DTYPE = (_is_dtype_string, "a numeric data type string such as '<i4'")
@@ -343,7 +246,7 @@ _COMPRESSORS = {
     "lzma": {
         "format": _int_in(0, 2),
         "check": _int_in(-1, 15),
-        "preset": (lambda v: v is None or _is_int(v) and 0 <= v <= 2**32, "an integer or null"),
+        "preset": (lambda v: v is None or is_int(v) and 0 <= v <= 2**32, "an integer or null"),
         "filters": (lambda v: v is None, "null (raw lzma streams are not accepted)"),
     },
 }
@@ -366,11 +269,11 @@ _REQUIRED = {
 }
 
 
-def _unaccepted(names) -> _Invalid:
+def _unaccepted(names) -> Invalid:
     names = sorted({str(n)[:40] for n in names})
     which = "codec " + names[0] if len(names) == 1 else "codecs " + ", ".join(names)
     verb = "is" if len(names) == 1 else "are"
-    return _Invalid(f"uses the {which}, which {verb} not accepted; {_ACCEPTED}", readable=False)
+    return Invalid(f"uses the {which}, which {verb} not accepted; {ACCEPTED}", readable=False)
 
 
 def _byte_stage(name: str, config, filters_allowed: bool) -> _Stage:
@@ -384,19 +287,19 @@ def _byte_stage(name: str, config, filters_allowed: bool) -> _Stage:
     if name == "shuffle":
         settings = _settings(config, name, _FILTERS["shuffle"])
         if "elementsize" not in settings:
-            raise _Invalid("the codec shuffle needs its 'elementsize'")
+            raise Invalid("the codec shuffle needs its 'elementsize'")
         return _Shuffle(settings["elementsize"])
     if filters_allowed and name in _FILTERS:
         settings = _settings(config, name, _FILTERS[name])
         missing = [k for k in _REQUIRED.get(name, ()) if k not in settings]
         if missing:
-            raise _Invalid(f"the filter {name} needs its '{missing[0]}'")
+            raise Invalid(f"the filter {name} needs its '{missing[0]}'")
         import numcodecs
 
         try:
             codec = numcodecs.get_codec({"id": name, **settings})
-        except Exception as exc:  # the codec's own argument checks
-            raise _Invalid(f"the filter {name} has invalid settings ({_reason(exc)})") from None
+        except (ValueError, TypeError) as exc:  # the codec's own argument checks
+            raise Invalid(f"the filter {name} has invalid settings ({_reason(exc)})") from None
         if name == "astype":
             encoded, decoded = np.dtype(settings["encode_dtype"]), np.dtype(settings["decode_dtype"])
         elif name in ("delta", "quantize", "fixedscaleoffset"):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.readers import regions, untrusted
-from evaluation.readers.zarr_store import base
-from evaluation.readers.zarr_store.base import _CANONICAL_INT, _THREADS, MAX_IN_FLIGHT_BYTES, _Corrupt, _native
+from evaluation.errors import Unusable
+from evaluation.readers import limits, regions, untrusted
+from evaluation.readers.zarr_store.base import CANONICAL_INT, THREADS, Corrupt, native
 from evaluation.readers.zarr_store.hierarchy import _lstat_mode
 from evaluation.readers.zarr_store.metadata import _Metadata
 from evaluation.readers.zarr_store.pipeline import _Pipeline
-from evaluation.readers.zarr_store.sharding import read_shard
+from evaluation.readers.zarr_store.sharding import read_shards
 from evaluation.readers.zarr_store.threads import run_tasks
 
 
@@ -23,11 +23,11 @@ class Array:
     order), ``chunks`` (inner chunks for sharded arrays; ``shards`` the shards), ``fill_value``,
     ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode."""
 
-    def __init__(self, path: Path, display: str, error, meta: _Metadata):
-        self.path, self.display, self._error, self._meta = path, display, error, meta
+    def __init__(self, path: Path, display: str, meta: _Metadata):
+        self.path, self.display, self._meta = path, display, meta
         self.shape = meta.shape
         self.ndim = len(meta.shape)
-        self.dtype = _native(meta.dtype)
+        self.dtype = native(meta.dtype)
         self.fill_value = meta.fill
         self.attrs = meta.attrs
         self.zarr_format = meta.version
@@ -54,7 +54,7 @@ class Array:
         numpy array; absent chunks read as the fill value. ``out``: an array of exactly the
         region's shape and the array's dtype (C-contiguous, writeable) to decode into, reused
         across reads of same-sized regions (a large fresh array costs its page faults)."""
-        return self._read(region, self.display, self._error, out)
+        return self._read(region, self.display, out)
 
     def stored_regions(self, region=Ellipsis) -> list[tuple[slice, ...]] | None:
         """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
@@ -65,7 +65,7 @@ class Array:
         selection, dropped = regions.select(region, self.shape)
         if dropped:
             raise IndexError("stored_regions takes slices, not integer indices")
-        coords, _ = self._chunks_in(selection, self.display, self._error)
+        coords, _ = self._chunks_in(selection, self.display)
         grid = self._meta.grid
         return [
             tuple(slice(max(int(c) * g, start), min((int(c) + 1) * g, stop)) for c, g, (start, stop) in zip(row, grid, selection))
@@ -78,11 +78,11 @@ class Array:
         if self.fill_value != 0:
             return True
         selection, _ = regions.select(region, self.shape)
-        return len(self._chunks_in(selection, self.display, self._error)[0]) > 0
+        return len(self._chunks_in(selection, self.display)[0]) > 0
 
     # -- regions
 
-    def _read(self, region, display: str, error, out: np.ndarray | None = None) -> np.ndarray:
+    def _read(self, region, display: str, out: np.ndarray | None = None) -> np.ndarray:
         selection, dropped = regions.select(region, self.shape)
         out_shape = tuple(stop - start for start, stop in selection)
         final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
@@ -96,7 +96,7 @@ class Array:
             raise ValueError(f"out must be a writeable C-contiguous {self.dtype} array of shape {out_shape}")
         if 0 in out_shape:
             return np.full(final_shape, self.fill_value, dtype=self.dtype)
-        coords, count = self._chunks_in(selection, display, error)
+        coords, count = self._chunks_in(selection, display)
         complete = len(coords) == count and self._meta.sharding is None
         if out is None:
             out = np.empty(out_shape, dtype=self.dtype)
@@ -104,11 +104,10 @@ class Array:
             self._fill_absent(selection, coords, count, out)
         if self._meta.sharding is None:
             pipeline = self._meta.pipeline
-            tasks = [self._chunk_task(c, selection, out, display, error) for c in coords]
+            tasks = [self._chunk_task(c, selection, out, display) for c in coords]
             run_tasks(tasks, self._workers(pipeline))
         else:
-            for shard in coords:
-                read_shard(self, tuple(int(i) for i in shard), selection, out, display, error)
+            read_shards(self, coords, selection, out, display)
         return out.reshape(final_shape)
 
     def _workers(self, pipeline: _Pipeline) -> int:
@@ -117,7 +116,7 @@ class Array:
         if pipeline.nbytes < 16 << 10:
             return 1
         per_task = 2 * pipeline.nbytes + pipeline.stored_limit
-        return max(1, min(_THREADS, MAX_IN_FLIGHT_BYTES // max(1, per_task)))
+        return max(1, min(THREADS, limits.MAX_IN_FLIGHT_BYTES // max(1, per_task)))
 
     # -- which chunks are stored
 
@@ -127,14 +126,14 @@ class Array:
             parts = ("0",)
         return self._meta.separator.join(parts)
 
-    def _listing(self, display: str, error) -> tuple[np.ndarray, np.ndarray]:
+    def _listing(self, display: str) -> tuple[np.ndarray, np.ndarray]:
         """Linear indices (sorted) and coordinates of the stored chunk files, listed once."""
         with self._lock:
             if self._stored is None:
                 try:
-                    linear = self._list(display, error)
+                    linear = self._list(display)
                 except OSError as exc:  # a chunk folder that cannot be listed
-                    raise error(f"{display}: its chunk files cannot be listed ({type(exc).__name__})") from None
+                    raise Unusable(f"{display}: its chunk files cannot be listed ({type(exc).__name__})") from None
                 self._stored = np.unique(linear)
                 if self.ndim:
                     self._stored_coords = np.stack(np.unravel_index(self._stored, self._grid_shape), axis=1).astype(np.int64)
@@ -142,7 +141,7 @@ class Array:
                     self._stored_coords = np.zeros((len(self._stored), 0), dtype=np.int64)
             return self._stored, self._stored_coords
 
-    def _list(self, display: str, error) -> np.ndarray:
+    def _list(self, display: str) -> np.ndarray:
         """Linear indices of the chunk files present, from one walk of the array's folder
         that follows no link and refuses links and special files named like chunks."""
         meta = self._meta
@@ -157,7 +156,7 @@ class Array:
         def part(name: str, level: int) -> int | None:
             if level < len(prefix):
                 return 0 if name == prefix[level] else None
-            if not _CANONICAL_INT.fullmatch(name):
+            if not CANONICAL_INT.fullmatch(name):
                 return None
             value = int(name)
             return value if value < grid[level - len(prefix)] else None
@@ -167,15 +166,15 @@ class Array:
                 return
             what = untrusted.kind_of(entry.stat(follow_symlinks=False).st_mode)
             if what is not None:
-                raise error(f"{display}/{relative}: is {what}; upload plain files and folders only")
+                raise Unusable(f"{display}/{relative}: is {what}; upload plain files and folders only")
 
         found = []
         if meta.separator == "." or levels == 1:
             with os.scandir(self.path) as entries:
                 for entry in entries:
                     scanned += 1
-                    if scanned > base.MAX_STORED_ENTRIES:
-                        raise error(f"{display}: holds more than {base.MAX_STORED_ENTRIES} files; use larger chunks")
+                    if scanned > limits.ZARR_MAX_STORED_ENTRIES:
+                        raise Unusable(f"{display}: holds more than {limits.ZARR_MAX_STORED_ENTRIES} files; use larger chunks")
                     names = entry.name.split(".") if meta.separator == "." else [entry.name]
                     if len(names) != levels:
                         continue
@@ -191,8 +190,10 @@ class Array:
                 with os.scandir(folder) as entries:
                     for entry in entries:
                         scanned += 1
-                        if scanned > base.MAX_STORED_ENTRIES:
-                            raise error(f"{display}: holds more than {base.MAX_STORED_ENTRIES} files; use larger chunks")
+                        if scanned > limits.ZARR_MAX_STORED_ENTRIES:
+                            raise Unusable(
+                                f"{display}: holds more than {limits.ZARR_MAX_STORED_ENTRIES} files; use larger chunks"
+                            )
                         value = part(entry.name, level)
                         if value is None:
                             continue
@@ -209,14 +210,14 @@ class Array:
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
         return np.ravel_multi_index(coords.T, grid).astype(np.int64)
 
-    def _chunks_in(self, selection, display: str, error) -> tuple[np.ndarray, int]:
+    def _chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
         """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, and
         the number of chunk coordinates it spans. Work: min(span, stored chunks)."""
         grid = self._meta.grid
         low = np.array([start // c for (start, _), c in zip(selection, grid)], dtype=np.int64)
         high = np.array([-(-stop // c) for (_, stop), c in zip(selection, grid)], dtype=np.int64)
         count = int(np.prod(high - low)) if self.ndim else 1
-        stored, coords = self._listing(display, error)
+        stored, coords = self._listing(display)
         if count == 0 or len(stored) == 0:
             return np.zeros((0, self.ndim), dtype=np.int64), count
         if not self.ndim:
@@ -252,8 +253,8 @@ class Array:
 
     # -- decoding
 
-    def _fail(self, error, display: str, key: str, reason: str):
-        return error(
+    def _fail(self, display: str, key: str, reason: str):
+        return Unusable(
             f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr"
         )
 
@@ -267,20 +268,20 @@ class Array:
         part = chunk[tuple(source)]
         out[tuple(target)] = part != 0 if self.dtype.kind == "b" else part
 
-    def _decode(self, pipeline: _Pipeline, data, key: str, display: str, error) -> np.ndarray:
+    def _decode(self, pipeline: _Pipeline, data, key: str, display: str) -> np.ndarray:
         try:
             return pipeline.decode(data)
-        except _Corrupt as exc:
-            raise self._fail(error, display, key, str(exc)) from None
+        except Corrupt as exc:
+            raise self._fail(display, key, str(exc)) from None
 
-    def _chunk_task(self, coords, selection, out, display: str, error):
+    def _chunk_task(self, coords, selection, out, display: str):
         pipeline, key = self._meta.pipeline, self._key(coords)
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
 
         def task():
             data = untrusted.read_bytes(
-                self.path / key, f"{display}/{key}", pipeline.stored_limit, error, what="a compressed chunk of this array"
+                self.path / key, f"{display}/{key}", pipeline.stored_limit, what="a compressed chunk of this array"
             )
-            self._place(self._decode(pipeline, data, key, display, error), origin, selection, out)
+            self._place(self._decode(pipeline, data, key, display), origin, selection, out)
 
         return task

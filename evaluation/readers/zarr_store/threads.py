@@ -4,7 +4,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from evaluation.readers.zarr_store.base import _THREADS
+from evaluation.readers.zarr_store.base import THREADS
 
 
 def _pool_executor():
@@ -12,7 +12,7 @@ def _pool_executor():
     global _POOL, _POOL_PID
     with _POOL_LOCK:
         if _POOL is None or os.getpid() != _POOL_PID:
-            _POOL, _POOL_PID = ThreadPoolExecutor(max_workers=_THREADS, thread_name_prefix="zarr-decode"), os.getpid()
+            _POOL, _POOL_PID = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="zarr-decode"), os.getpid()
         return _POOL
 
 

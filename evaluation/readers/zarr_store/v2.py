@@ -1,6 +1,7 @@
 """Format 2 metadata: ``.zarray`` (and ``.zattrs``)."""
 
-from evaluation.readers.zarr_store.base import MAX_CODECS, _Invalid
+from evaluation.readers import limits
+from evaluation.readers.zarr_store.base import Invalid
 from evaluation.readers.zarr_store.metadata import _fill_value, _Metadata, _shape, _v2_dtype
 from evaluation.readers.zarr_store.pipeline import (
     _CHECKSUMS,
@@ -22,47 +23,47 @@ def _codec_ids_v2(metadata: dict) -> list[str]:
 
 def _parse_v2(metadata, attrs: dict) -> _Metadata:
     if not isinstance(metadata, dict):
-        raise _Invalid("its .zarray is not a JSON object")
+        raise Invalid("its .zarray is not a JSON object")
     unknown = [
         i for i in _codec_ids_v2(metadata) if not (isinstance(i, str) and (i in _COMPRESSORS or i in _CHECKSUMS or i in _FILTERS))
     ]
     if unknown:
         raise _unaccepted(unknown)
     if metadata.get("zarr_format") != 2 or isinstance(metadata.get("zarr_format"), bool):
-        raise _Invalid('its .zarray must have "zarr_format": 2')
+        raise Invalid('its .zarray must have "zarr_format": 2')
     for key in ("shape", "chunks", "dtype"):
         if key not in metadata:
-            raise _Invalid(f"its .zarray has no '{key}'")
+            raise Invalid(f"its .zarray has no '{key}'")
     shape = _shape(metadata["shape"], "shape", 0)
     chunks = _shape(metadata["chunks"], "chunks", 1)
     if len(chunks) != len(shape):
-        raise _Invalid(f"'chunks' has {len(chunks)} dimensions but 'shape' has {len(shape)}")
+        raise Invalid(f"'chunks' has {len(chunks)} dimensions but 'shape' has {len(shape)}")
     dtype = _v2_dtype(metadata["dtype"])
     fill = _fill_value(metadata.get("fill_value"), dtype, 2)
     order = metadata.get("order", "C")
     if order not in ("C", "F"):
-        raise _Invalid('\'order\' must be "C" or "F"')
+        raise Invalid('\'order\' must be "C" or "F"')
     separator = metadata.get("dimension_separator", ".")
     if separator is None:
         separator = "."
     if separator not in (".", "/"):
-        raise _Invalid('\'dimension_separator\' must be "." or "/"')
+        raise Invalid('\'dimension_separator\' must be "." or "/"')
     filters = metadata.get("filters")
     if filters is not None and not isinstance(filters, list):
-        raise _Invalid("'filters' must be null or a list of codecs")
+        raise Invalid("'filters' must be null or a list of codecs")
     stages = []
     for entry in filters or []:
         if not isinstance(entry, dict) or "id" not in entry:
-            raise _Invalid("every filter must be a JSON object with an 'id'")
+            raise Invalid("every filter must be a JSON object with an 'id'")
         stages.append(_byte_stage(entry["id"], {k: v for k, v in entry.items() if k != "id"}, filters_allowed=True))
     compressor = metadata.get("compressor")
     if compressor is not None:
         if not isinstance(compressor, dict) or compressor.get("id") not in _COMPRESSORS:
-            raise _Invalid('\'compressor\' must be null or a compressor such as {"id": "zstd"}')
+            raise Invalid('\'compressor\' must be null or a compressor such as {"id": "zstd"}')
         stages.append(_byte_stage(compressor["id"], {k: v for k, v in compressor.items() if k != "id"}, filters_allowed=False))
-    if len(stages) > MAX_CODECS:
-        raise _Invalid(f"it has more than {MAX_CODECS} filters")
+    if len(stages) > limits.ZARR_MAX_CODECS:
+        raise Invalid(f"it has more than {limits.ZARR_MAX_CODECS} filters")
     if any(isinstance(s, _Filter) and s.name == "packbits" for s in stages) and dtype.kind != "b":
-        raise _Invalid("the filter packbits only applies to boolean arrays")
+        raise Invalid("the filter packbits only applies to boolean arrays")
     pipeline = _Pipeline(shape=chunks, dtype=dtype, order=order, stages=stages)
     return _Metadata(2, shape, chunks, dtype, fill, pipeline, None, (), separator, attrs)
