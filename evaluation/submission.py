@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.archive import Limits, extract, is_archive
-from evaluation.errors import SubmissionError
+from evaluation.errors import SubmissionError, participant_file
 from evaluation.readers import images, untrusted
 
 PLATFORM_FILES = frozenset({"metadata"})
@@ -32,6 +32,10 @@ class Submission:
         error rather than a silent pick."""
         if self.named_files is not None:
             return dict(self.named_files)
+        with participant_file():
+            return self._walk_cases(suffixes)
+
+    def _walk_cases(self, suffixes: tuple[str, ...]) -> dict[str, Path]:
         found: dict[str, Path] = {}
         for path, is_folder in untrusted.walk(self.root, prune=_not_entered):
             if is_folder and not path.name.lower().endswith(".zarr"):
@@ -57,6 +61,13 @@ def entries(folder: Path) -> list[Path]:
 
 
 def unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
+    """The submission in ``folder``: checked whole, its one archive unpacked into ``scratch``.
+    Everything read here is the participant's (``errors.participant_file``)."""
+    with participant_file():
+        return _unpack(folder, scratch, limits)
+
+
+def _unpack(folder: Path, scratch: Path, limits: Limits) -> Submission:
     if not folder.is_dir():
         raise SubmissionError("no submission folder was provided")
     untrusted.check_tree(folder)

@@ -18,7 +18,7 @@ import numpy as np
 
 from evaluation import log
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission
@@ -120,8 +120,8 @@ def truth_images(annotators: dict[str, Path]) -> dict[str, dict[str, str | None]
 def annotation_voxels(path: str) -> int:
     """Voxel count of a (trusted) annotation file from its header, for the memory estimate."""
     try:
-        return images.voxel_count(Path(path), display="annotation", trusted=True)
-    except GraderError:  # an estimate only; the worker reports the unreadable file
+        return images.voxel_count(Path(path), display="annotation")
+    except Unusable:  # an estimate only; the worker reports the unreadable file
         return Path(path).stat().st_size * 4
 
 
@@ -234,12 +234,12 @@ def read_annotations(files: dict[str, str | None], image: str) -> tuple[dict[str
         for name, path in files.items():
             if path is None:
                 continue
-            volume = _zyx_volume(images.read(Path(path), display="annotation", trusted=True), "annotation")
+            volume = _zyx_volume(images.read(Path(path), display="annotation"), "annotation")
             if first is not None and volume[0].array.shape != first[0].array.shape:
                 raise PhaseError(f"the annotations of image {image!r} differ in shape")
             first = first or volume
             masks[name] = (volume[0].array != 0).astype(np.uint8)
-    except SubmissionError as exc:
+    except (Unusable, SubmissionError) as exc:  # the organizer's file
         raise PhaseError(f"an annotation of image {image!r} cannot be used: {exc}") from None
     shape = first[0].array.shape
     return {name: masks.get(name, np.zeros(shape, dtype=np.uint8)) for name in files}, first
@@ -282,9 +282,10 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     annotators = find_annotators(phase, options)
     truth = truth_images(annotators)
     models = submitted_models(submission, set(truth))
-    if options.max_models is not None and len(models) > options.max_models:
+    if len(models) > options.max_models:
+        shown = ", ".join(sorted(models)[:5]) + (", ..." if len(models) > 5 else "")
         raise SubmissionError(
-            f"the submission holds {len(models)} models ({', '.join(sorted(models))}); this phase accepts at most {options.max_models}"
+            f"the submission holds {len(models)} models ({shown}); this phase accepts at most {options.max_models}"
         )
     voxels = {image: annotation_voxels(next(f for f in files.values() if f)) for image, files in truth.items()}
     tasks, skipped, ignored = [], {}, {}

@@ -18,6 +18,7 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 """
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -40,10 +41,12 @@ class CellMap(Suite):
     ranking = "overall_score"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
 
     def score(self, payload: Pair) -> dict:
-        return scoring.score(payload, VERSIONS[payload.version])
+        with participant_file():
+            return scoring.score(payload, VERSIONS[payload.version])
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])

@@ -16,6 +16,7 @@ never exists whole in memory.
 """
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.metrics import lee_thinning
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -36,7 +37,8 @@ class Fisbe(Suite):
         return Plan(tasks=tasks)
 
     def score(self, payload: Sample) -> dict:
-        return scoring.score(payload)
+        with participant_file():
+            return scoring.score(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes)

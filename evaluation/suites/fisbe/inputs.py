@@ -12,6 +12,7 @@ larger array to the smaller.
 """
 
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from evaluation import log
 from evaluation.contract import Payload, Task
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.label_stacks import SUFFIXES, Channel, LabelArray, open_labels, stream_channels
@@ -151,9 +152,9 @@ def memory_estimate(truth: Path, keys: tuple[str, ...]) -> int:
     base = 320 * 2**20
     if images.suffix(truth) in (".zarr", ".hdf", ".h5", ".hdf5"):
         try:
-            with open_labels(truth, keys, "ground truth", trusted=True) as array:
+            with open_labels(truth, keys, "ground truth") as array:
                 return base + 2 * int(np.prod(array.shape[-3:]))
-        except Exception:  # an unreadable truth fails properly in its task
+        except Unusable:  # an unreadable truth fails properly in its task
             return base
     return base + 2 * truth.stat().st_size
 
@@ -202,7 +203,9 @@ def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tupl
 def read_sample(sample: Sample) -> SamplePair:
     """Both arrays of ``sample`` as sparse channels on the cropped grid; a missing prediction
     is one empty channel on the ground truth's grid."""
-    with open_labels(Path(sample.truth), sample.truth_key, "ground truth", trusted=True) as gt_array:
+    with ExitStack() as files:
+        with organizer_file():
+            gt_array = files.enter_context(open_labels(Path(sample.truth), sample.truth_key, "ground truth"))
         if len(gt_array.shape) not in (3, 4):
             raise PhaseError(f"ground truth of sample {sample.sample} has {len(gt_array.shape)} dimensions after squeezing")
         dims = list(gt_array.attrs.get("dim_neurons", [])) if sample.truth.endswith(".zarr") else []
@@ -214,11 +217,15 @@ def read_sample(sample: Sample) -> SamplePair:
             )
         else:
             limit = prediction_voxel_limit(gt_spatial)
-            with open_labels(Path(sample.prediction), sample.prediction_key, sample.display, max_voxels=limit) as pred_array:
+            with (
+                participant_file(),
+                open_labels(Path(sample.prediction), sample.prediction_key, sample.display, max_voxels=limit) as pred_array,
+            ):
                 check_ndim(pred_array)
                 gt_region, pred_region = crops(gt_spatial, pred_array.shape[-3:], sample.display)
                 pred_channels = stream_channels(pred_array, pred_region)
-        gt_channels = stream_channels(gt_array, gt_region)
+        with organizer_file():
+            gt_channels = stream_channels(gt_array, gt_region)
     for channel in gt_channels:
         if channel.values.size and channel.values.min() < 0:
             raise PhaseError("ground truth holds negative ids")

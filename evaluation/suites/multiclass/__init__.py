@@ -22,6 +22,7 @@ batch in a worker), ``aggregate`` (metrics.json, summary.json, leaderboard), ``r
 """
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -38,10 +39,12 @@ class Multiclass(Suite):
     ranking = aggregate.HEADLINE
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: Batch) -> dict:
-        return scoring.score_batch(payload)
+        with participant_file():
+            return scoring.score_batch(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evaluation import log
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import PLATFORM_FILES, Submission
@@ -163,8 +163,8 @@ def truth_voxels(path: Path) -> int:
     """Voxels of a truth image from its header (for the memory estimate); the file size if the
     header cannot be read (the worker then reports why)."""
     try:
-        return images.voxel_count(path, display=TRUTH, trusted=True)
-    except GraderError:
+        return images.voxel_count(path, display=TRUTH)
+    except Unusable:
         return path.stat().st_size if path.is_file() else 1 << 20
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, participant_file
 from evaluation.metrics.confusion import ClassIndex, class_counts
 from evaluation.readers import images
 from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
@@ -64,18 +64,19 @@ def score_case(batch: Batch, item: Case) -> dict:
     """The case's counts per class, as lists in class order (keys ``COUNT_KEYS``)."""
     index = ClassIndex(batch.class_ids, batch.ignore_index)
     try:
-        truth_volume = images.read(Path(item.truth), display=TRUTH, trusted=True)
-    except SubmissionError as exc:
+        truth_volume = images.read(Path(item.truth), display=TRUTH)
+    except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {item.case}: {exc}") from None
     truth = as_labels(truth_volume, f"the ground truth of case {item.case}", PhaseError)
     if item.pred is None:  # missing_cases: empty
         fill = batch.background if batch.background is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
     else:
-        volume = images.read(Path(item.pred), display=item.display, max_voxels=truth.size)
-        images.check_geometry(
-            without_png_geometry(volume, item.pred), without_png_geometry(truth_volume, item.truth), item.display
-        )
+        with participant_file():
+            volume = images.read(Path(item.pred), display=item.display, max_voxels=truth.size)
+            images.check_geometry(
+                without_png_geometry(volume, item.pred), without_png_geometry(truth_volume, item.truth), item.display
+            )
         pred = as_labels(volume, item.display)
         if batch.unknown_labels == "reject":
             refuse_unknown_labels(pred, index, item.display)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.contract import Payload
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.volume import Volume
@@ -81,8 +81,8 @@ def memory_estimate(path: Path) -> int:
     """Bytes a case needs, from the truth's header (its file size if the header cannot be
     read: the worker then reports why)."""
     try:
-        voxels = images.voxel_count(path, display="a ground-truth label map", trusted=True)
-    except GraderError:
+        voxels = images.voxel_count(path, display="a ground-truth label map")
+    except Unusable:
         voxels = path.stat().st_size if path.is_file() else 1 << 20
     return voxels * BYTES_PER_VOXEL + (64 << 20)
 
@@ -121,8 +121,8 @@ def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]
     """(truth, prediction, spacing) of a case, the prediction checked against the truth."""
     truth_display = f"the ground truth of case {task.case}"
     try:
-        truth_volume = images.read(Path(task.truth), display=truth_display, trusted=True)
-    except SubmissionError as exc:
+        truth_volume = images.read(Path(task.truth), display=truth_display)
+    except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {task.case}: {exc}") from None
     truth = integer_labels(truth_volume, truth_display, PhaseError)
     if task.prediction is None:

@@ -12,6 +12,7 @@ the organiser's page.
 """
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -28,10 +29,12 @@ class TomoFuelCell(Suite):
     ranking = "harm_mean"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: StepTask) -> dict:
-        return scoring.score_step(payload)
+        with participant_file():
+            return scoring.score_step(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)

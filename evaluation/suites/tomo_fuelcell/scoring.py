@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, organizer_file
 from evaluation.metrics.means import harmonic_mean
 from evaluation.readers.slabs import SLAB_VOXELS, Slabs, map_slabs, open_slabs, slab_bounds, slices_per_slab
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary
@@ -26,7 +26,8 @@ class _Windowed:
     """A truth volume holding either the whole slice stack or just the scored window."""
 
     def __init__(self, path: Path, window: Window, what: str, plane: tuple[int, int] | None = None):
-        self.slabs: Slabs = open_slabs(path, display=what, trusted=True)
+        with organizer_file():
+            self.slabs: Slabs = open_slabs(path, display=what)
         shape = self.slabs.shape
         if len(shape) != 3 or shape[0] not in (window.total, window.length) or (plane and shape[1:] != plane):
             expected = f"{window.total} or {window.length} slices" + (f" of {plane}" if plane else "")
@@ -35,7 +36,8 @@ class _Windowed:
         self.plane = shape[1:]
 
     def read(self, z0: int, z1: int) -> np.ndarray:
-        return self.slabs.read(self.offset + z0, self.offset + z1)
+        with organizer_file():
+            return self.slabs.read(self.offset + z0, self.offset + z1)
 
     def close(self) -> None:
         self.slabs.close()
