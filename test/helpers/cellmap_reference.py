@@ -14,6 +14,7 @@ from pathlib import Path
 
 import cc3d
 import numpy as np
+from helpers.cellmap_alignment import align
 from scipy import ndimage
 from scipy.spatial import cKDTree
 
@@ -23,7 +24,6 @@ from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, 
 from evaluation.metrics.overlap import Contingency, binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
 from evaluation.readers import zarr_store
-from evaluation.suites.cellmap.alignment import align
 from evaluation.suites.cellmap.options import INSTANCE_CLASSES
 
 TOO_MANY = "skipped_too_many_instances"
