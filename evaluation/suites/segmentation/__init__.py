@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evaluation import log
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.errors import participant_file
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -38,13 +39,20 @@ def warm_up(options: Options) -> None:
     by scoring a tiny 2-D and 3-D case, so the forked workers do not each pay for it."""
     import numpy as np
 
+    from evaluation.metrics import grouped, instance_pairs, jit, nearest
+    from evaluation.suites.segmentation import scoring
     from evaluation.suites.segmentation.scoring import score_arrays
 
     labels = options.label_ids or (1,)
-    for shape in ((6, 7), (5, 6, 7)):
-        truth = np.zeros(shape, np.uint8)
-        truth[(slice(1, 4),) * len(shape)] = labels[0]
-        score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
+
+    def compile_all():
+        for shape in ((6, 7), (5, 6, 7)):
+            truth = np.zeros(shape, np.uint8)
+            truth[(slice(1, 4),) * len(shape)] = labels[0]
+            score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
+
+    modules = [m.__file__ for m in (scoring, nearest, grouped, instance_pairs)]
+    jit.warm_up("segmentation metrics", compile_all, modules, equivalents=False)
 
 
 def warm_up_every_definition() -> None:
@@ -99,7 +107,8 @@ class Segmentation(Suite):
         return Plan(tasks=tasks, context=context)
 
     def score(self, payload: CaseTask) -> dict:
-        return score_case(payload)
+        with participant_file():
+            return score_case(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options, files = plan.context["options"], plan.context["files"]
