@@ -142,7 +142,7 @@ def _skip_zeros(pending, read, step: int) -> bytes:
 def _stream_problem(codec: str, exc: BaseException) -> str:
     text = str(exc)
     if isinstance(exc, lzma.LZMAError) and "memory" in text.lower():
-        return f"its {codec} stream needs more than {limits.LZMA_MEMORY >> 20} MiB of memory to decode (a dictionary that large)"
+        return f"its {codec} stream declares a dictionary needing more than {limits.LZMA_MEMORY >> 20} MiB of memory to decode"
     detail = " ".join(text.split())[:120]
     return f"its {codec} stream is invalid ({type(exc).__name__}{': ' + detail if detail else ''})"
 

@@ -264,8 +264,9 @@ def _check_extent(found: Info, display: str) -> None:
     elif header.encoding == "deflate":  # what is skipped is decompressed too
         skipped = max(0, header.fields.get("skip", 0))
         if nbytes + skipped > limits.DEFLATE_MAX_RATIO * max(available, 0) + limits.SIZE_SLACK:
+            skip = f" after {skipped} skipped bytes" if skipped else ""
             raise Unusable(
-                f"{display}: its header declares {nbytes + skipped} bytes of compressed data, more than its "
+                f"{display}: its header declares {nbytes} bytes of pixel data{skip}, more than its "
                 f"{max(available, 0)} compressed bytes can hold"
             )
     elif header.encoding == "hex":
