@@ -78,12 +78,18 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     suite = suites.get(phase.suite)
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        submission = platform.submission(phase, Path(scratch))
         resources = Resources.detect(
             workers or phase.option("workers"),
             (phase.option("memory_limit_mb") or 0) * 1024**2,
             phase.option("case_time_limit_s"),
         )
+        try:  # the submission's intake: running out of memory on it is the upload's fault
+            submission = platform.submission(phase, Path(scratch))
+        except MemoryError:
+            raise SubmissionError(
+                f"reading the submission needed more than the {resources.memory_bytes >> 20} MB of memory available; "
+                "upload smaller files"
+            ) from None
         _log.info(
             "resources",
             workers=resources.workers,

@@ -73,15 +73,13 @@ class Unusable(Exception):
 
 @contextmanager
 def participant_file():
-    """The files read inside are the participant's: a refusal is theirs to fix (exit 2), and
-    so is running out of memory on them (a file of a few KB that needs gigabytes is refused,
-    not a crash of the grader)."""
+    """The files read inside are the participant's: a refusal is theirs to fix (exit 2).
+    (Running out of memory on them is theirs too: the command line refuses the submission when
+    its intake does, the runner fails the task that does, with the memory it had.)"""
     try:
         yield
     except Unusable as exc:
         raise SubmissionError(str(exc)) from None
-    except MemoryError:
-        raise SubmissionError("the submission needs more memory to read than the grader has; upload smaller files") from None
 
 
 @contextmanager
