@@ -95,7 +95,7 @@ def _rasterize(phase: str, threads: int, queue) -> None:
 
 def check_real_slices(labels: Path, expected: Path) -> None:
     recorded = json.loads(expected.read_text())["real_foam1_gt_slices"]["slices"]
-    with open_slabs(labels, trusted=True) as volume:
+    with open_slabs(labels) as volume:
         for z, entry in recorded.items():
             plane = volume.read(int(z), int(z) + 1)
             same = hashlib.sha256(plane.tobytes()).hexdigest() == entry["sha256_uint8_flipped"]
@@ -115,7 +115,7 @@ def write_submissions(labels: Path, folder: Path, plain: bool, seed: int = 7) ->
         plain_dir.mkdir(exist_ok=True)
         out_plain = open(plain_dir / "foam_phantom_1.npy", "wb")
         np.lib.format.write_array_header_1_0(out_plain, {"descr": "|u1", "fortran_order": False, "shape": SHAPE})
-    with h5py.File(packed_dir / "foam_phantom_1.h5", "w") as f, open_slabs(labels, trusted=True) as truth:
+    with h5py.File(packed_dir / "foam_phantom_1.h5", "w") as f, open_slabs(labels) as truth:
         dataset = f.create_dataset("vol", (540, 640, 640), dtype="u1", compression="gzip", compression_opts=1)
         dataset.attrs["description"] = "bench: shifted by one voxel, 5% noise"
         for z0, z1 in slab_bounds(SHAPE[0], 40, align=2):
@@ -132,7 +132,7 @@ def write_submissions(labels: Path, folder: Path, plain: bool, seed: int = 7) ->
 def _floor(labels: str, queue) -> None:
     started = time.perf_counter()
     total = 0
-    with open_slabs(Path(labels), trusted=True) as volume:
+    with open_slabs(Path(labels)) as volume:
         for z0, z1 in slab_bounds(volume.shape[0], 10):
             total += int(np.count_nonzero(volume.read(z0, z1) == 1))
     queue.put((time.perf_counter() - started, peak_rss_mb(), total))

@@ -2,16 +2,31 @@
 
 An upload is untrusted: an entry must never land outside the target folder (``../``, absolute
 names, symbolic and hard links, device files), and a small archive must not be able to fill
-the disk: entry count, total size and compression ratio are capped, and sizes are counted
-while extracting instead of trusting the archive's headers. Archives inside the archive are
-not unpacked. Entry names must be UTF-8, at most ``MAX_NAME_BYTES`` per component and
-``MAX_DEPTH`` levels deep, and must not clash (a file and a folder of the same name).
-Violations are ``SubmissionError``s naming the entry, never the scratch folder it was
-unpacked into.
+the disk or the memory: entry count, total size and compression ratio are capped, and sizes
+are counted while extracting instead of trusting the archive's headers. Archives inside the
+archive are not unpacked. Entry names must be UTF-8, at most ``limits.MAX_NAME_BYTES`` per
+component and ``limits.MAX_DEPTH`` levels deep, and must not clash (a file and a folder of
+the same name).
+
+Every compressed byte is decoded by ``readers.codecs``, within budgets set before decoding:
+
+- **zip**: only the central directory is parsed by ``zipfile``. Entries must be stored or
+  deflate-compressed (what every zip tool writes by default; LZMA, bzip2 and the rest are
+  refused, so no entry can declare a 4 GiB dictionary), unencrypted, and no two entries may
+  share a byte of the file (a "quoted overlap" bomb lets 96 entries of 15 MiB reuse one
+  15 KB kernel). Each entry is inflated from its own span into its declared size, its CRC
+  checked.
+- **tar**: gzip, bzip2 and xz around a tar are decoded by ``codecs.stream`` (xz with the
+  dictionary limit), the tar read as a stream. Extended headers (GNU long names and links,
+  PAX headers) are refused beyond ``limits.TAR_MAX_EXTENDED_HEADER`` bytes before tarfile reads them
+  (it reads them whole: a 600 MB long name, 600 KB compressed, was 1.3 GB of memory).
+
+Violations raise ``errors.Unusable`` naming the entry, never the scratch folder it was
+unpacked into (the caller, ``submission.unpack``, blames the participant); running out of
+memory while unpacking is such a refusal too.
 """
 
 import errno
-import lzma
 import shutil
 import stat
 import tarfile
@@ -22,16 +37,27 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from evaluation import log
-from evaluation.errors import SubmissionError
-from evaluation.readers import untrusted
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, limits, untrusted
 
 _log = log.get(__name__)
 _COPY_BLOCK = 1 << 20
-# What a corrupt or truncated archive raises while being read, beyond the archive modules' own.
-_CORRUPT = (EOFError, OSError, RuntimeError, NotImplementedError, zlib.error, lzma.LZMAError)
 ZIP_SUFFIXES = (".zip",)
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
-MAX_NAME_BYTES = 255  # one path component (the Linux limit)
+_ZIP_METHODS = {0: "stored", 8: "deflate"}
+_ZIP_METHOD_NAMES = {
+    1: "shrink",
+    6: "implode",
+    9: "deflate64",
+    12: "bzip2",
+    14: "LZMA",
+    93: "Zstandard",
+    95: "xz",
+    98: "PPMd",
+    99: "AES",
+}
+_LOCAL_HEADER = 30
+_TAR_MAGIC = {b"\x1f\x8b": codecs.GZIP, b"BZh": codecs.BZ2, b"\xfd7zXZ\x00": codecs.XZ}
 
 
 @dataclass(frozen=True)
@@ -72,23 +98,21 @@ def is_archive(path: Path) -> bool:
 def _safe_relative(name: str) -> PurePosixPath:
     """The entry's path inside the target, or an error if it could leave it."""
     if "\x00" in name:
-        raise SubmissionError(f"archive entry {name!r} has a NUL byte in its name")
+        raise Unusable(f"archive entry {name!r} has a NUL byte in its name")
     normalised = name.replace("\\", "/")
     path = PurePosixPath(normalised)
     if path.is_absolute() or (len(normalised) > 1 and normalised[1] == ":"):
-        raise SubmissionError(f"archive entry {name!r} has an absolute path; use paths relative to the archive root")
+        raise Unusable(f"archive entry {name!r} has an absolute path; use paths relative to the archive root")
     if any(part == ".." for part in path.parts):
-        raise SubmissionError(f"archive entry {name!r} points outside the archive ('..' in its path)")
+        raise Unusable(f"archive entry {name!r} points outside the archive ('..' in its path)")
     try:
         longest = max((len(part.encode("utf-8")) for part in path.parts), default=0)
     except UnicodeEncodeError:
-        raise SubmissionError(
-            f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters"
-        ) from None
-    if longest > MAX_NAME_BYTES:
-        raise SubmissionError(f"archive entry {name!r} has a file or folder name longer than {MAX_NAME_BYTES} bytes; shorten it")
-    if len(path.parts) > untrusted.MAX_DEPTH:
-        raise SubmissionError(f"archive entry {name!r} is nested more than {untrusted.MAX_DEPTH} folders deep")
+        raise Unusable(f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters") from None
+    if longest > limits.MAX_NAME_BYTES:
+        raise Unusable(f"archive entry {name!r} has a file or folder name longer than {limits.MAX_NAME_BYTES} bytes; shorten it")
+    if len(path.parts) > limits.MAX_DEPTH:
+        raise Unusable(f"archive entry {name!r} is nested more than {limits.MAX_DEPTH} folders deep")
     return PurePosixPath(*[p for p in path.parts if p not in ("", ".")])
 
 
@@ -102,11 +126,11 @@ class _Writer:
     def _destination(self, name: str) -> Path:
         self.entries += 1
         if self.entries > self.limits.max_entries:
-            raise SubmissionError(f"the archive has more than {self.limits.max_entries} entries")
+            raise Unusable(f"the archive has more than {self.limits.max_entries} entries")
         relative = _safe_relative(name)
         destination = self.root.joinpath(*relative.parts) if relative.parts else self.root
         if self.root != destination and self.root not in destination.parents:
-            raise SubmissionError(f"archive entry {name!r} points outside the archive")
+            raise Unusable(f"archive entry {name!r} points outside the archive")
         return destination
 
     def folder(self, name: str) -> None:
@@ -114,14 +138,15 @@ class _Writer:
         with _creating(name):
             destination.mkdir(parents=True, exist_ok=True)
 
-    def file(self, name: str, source, compressed_size: int | None = None) -> None:
+    def file(self, name: str, blocks, compressed_size: int | None = None) -> None:
+        """Write the entry ``name`` from the iterable of byte blocks ``blocks``."""
         destination = self._destination(name)
         with _creating(name):
             destination.parent.mkdir(parents=True, exist_ok=True)
             sink = open(destination, "xb")
         entry_written = 0
         with sink:
-            while block := source.read(_COPY_BLOCK):
+            for block in blocks:
                 entry_written += len(block)
                 self.written += len(block)
                 self._check_size(name, entry_written, compressed_size)
@@ -131,13 +156,11 @@ class _Writer:
     def _check_size(self, name: str, entry_written: int, compressed_size: int | None) -> None:
         limits = self.limits
         if self.written > limits.max_total_bytes:
-            raise SubmissionError(
-                f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge"
-            )
+            raise Unusable(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
         # per entry when the archive says how big it is compressed (zip), else for the whole archive
         produced, packed = (entry_written, compressed_size) if compressed_size is not None else (self.written, self.compressed)
         if produced > limits.ratio_min_bytes and produced > limits.max_ratio * max(packed, 1):
-            raise SubmissionError(
+            raise Unusable(
                 f"archive entry {name!r} is compressed more than {limits.max_ratio:.0f}:1, which looks like a zip bomb"
             )
 
@@ -149,90 +172,225 @@ def _creating(name: str):
     try:
         yield
     except (FileExistsError, IsADirectoryError, NotADirectoryError):
-        raise SubmissionError(
+        raise Unusable(
             f"archive entry {name!r} clashes with another entry of the same name (a file and a folder, or a file twice)"
         ) from None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
-            raise SubmissionError(f"archive entry {name!r} has a path too long to unpack; use shorter names") from None
+            raise Unusable(f"archive entry {name!r} has a path too long to unpack; use shorter names") from None
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise SubmissionError("the archive unpacks to more data than the grader has room for; reduce its size") from None
+            raise Unusable("the archive unpacks to more data than the grader has room for; reduce its size") from None
         raise
 
 
 def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_bytes: int) -> None:
     """Refuse early from the archive's own index (it may lie; the copy counts again)."""
     if len(names_sizes) > limits.max_entries:
-        raise SubmissionError(f"the archive has {len(names_sizes)} entries; at most {limits.max_entries} are accepted")
+        raise Unusable(f"the archive has {len(names_sizes)} entries; at most {limits.max_entries} are accepted")
     declared = sum(size for _, size in names_sizes)
     if declared > limits.max_total_bytes:
-        raise SubmissionError(f"the archive unpacks to {_size(declared)}; at most {_size(limits.max_total_bytes)} are accepted")
+        raise Unusable(f"the archive unpacks to {_size(declared)}; at most {_size(limits.max_total_bytes)} are accepted")
     if declared > free_bytes:
-        raise SubmissionError("the archive unpacks to more data than the grader has room for; reduce its size")
+        raise Unusable("the archive unpacks to more data than the grader has room for; reduce its size")
     for name, _ in names_sizes:
         _safe_relative(name)
+
+
+# --------------------------------------------------------------------------------------------
+# zip: the central directory by zipfile, every entry decoded here from its own span
 
 
 def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
     try:
         zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, *_CORRUPT) as exc:
-        raise SubmissionError(f"{archive.name} is not a readable zip archive ({_reason(exc)})") from None
-    with zf:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
+        raise Unusable(f"{archive.name} is not a readable zip archive ({_reason(exc)})") from None
+    with zf, open(archive, "rb") as raw:
         infos = zf.infolist()
         _check_declared([(i.filename, i.file_size) for i in infos], limits, shutil.disk_usage(writer.root).free)
-        for info in infos:
+        spans = _zip_spans(raw, infos, getattr(zf, "start_dir", None))
+        for info, start in zip(infos, spans):
             if stat.S_ISLNK(info.external_attr >> 16):
-                raise SubmissionError(f"archive entry {info.filename!r} is a symbolic link; links are not accepted")
+                raise Unusable(f"archive entry {info.filename!r} is a symbolic link; links are not accepted")
             if info.is_dir():
                 writer.folder(info.filename)
                 continue
-            try:
-                with zf.open(info) as source:
-                    writer.file(info.filename, source, info.compress_size)
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, *_CORRUPT) as exc:
-                raise SubmissionError(
-                    f"archive entry {info.filename!r} cannot be read ({_reason(exc)}); the archive may be truncated or corrupt"
-                ) from None
+            writer.file(info.filename, _zip_entry(raw, info, start), info.compress_size)
+
+
+def _zip_spans(raw, infos: list[zipfile.ZipInfo], directory_at: int | None) -> list[int]:
+    """Where each entry's data starts, after checking every entry's method, encryption and
+    local header, and that no two entries (nor an entry and the central directory) share a
+    byte of the file."""
+    size = raw.seek(0, 2)
+    starts, spans = [], []
+    for info in infos:
+        if info.flag_bits & 0x1:
+            raise Unusable(f"archive entry {info.filename!r} is encrypted; upload an archive without a password")
+        if info.compress_type not in _ZIP_METHODS:
+            method = _ZIP_METHOD_NAMES.get(info.compress_type, f"method {info.compress_type}")
+            raise Unusable(
+                f"archive entry {info.filename!r} is compressed with {method}; only stored and deflate entries are "
+                "accepted: zip it again with deflate (the default of zip tools)"
+            )
+        raw.seek(info.header_offset)
+        header = raw.read(_LOCAL_HEADER)
+        if len(header) != _LOCAL_HEADER or header[:4] != b"PK\x03\x04":
+            raise Unusable(f"archive entry {info.filename!r} has no valid local header; the archive is corrupt")
+        name_length, extra_length = int.from_bytes(header[26:28], "little"), int.from_bytes(header[28:30], "little")
+        start = info.header_offset + _LOCAL_HEADER + name_length + extra_length
+        end = start + info.compress_size
+        if end > size:
+            raise Unusable(f"archive entry {info.filename!r} runs past the end of the archive; it is truncated")
+        starts.append(start)
+        spans.append((info.header_offset, end, info.filename))
+    if directory_at is not None:
+        spans.append((directory_at, size, "the central directory"))
+    spans.sort()
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise Unusable(
+                f"archive entries {first!r} and {second!r} overlap in the zip file (one compressed stream made to "
+                "unpack many times); zip the files again"
+            )
+    return starts
+
+
+def _zip_entry(raw, info: zipfile.ZipInfo, start: int):
+    """The blocks of one entry, decoded from its span into exactly its declared size, CRC
+    checked at the end."""
+    position, end = start, start + info.compress_size
+
+    def read(n: int) -> bytes:
+        nonlocal position
+        raw.seek(position)
+        data = raw.read(min(n, end - position))
+        position += len(data)
+        return data
+
+    name = info.filename
+    crc, total = 0, 0
+    try:
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.compress_size != info.file_size:
+                raise Unusable("its stored size differs from its size")
+            pieces = iter(lambda: read(_COPY_BLOCK), b"")
+        else:
+            pieces = codecs.stream(codecs.DEFLATE, read, info.file_size, piece=_COPY_BLOCK)
+        for piece in pieces:
+            crc = zlib.crc32(piece, crc)
+            total += len(piece)
+            yield piece
+        if info.compress_type != zipfile.ZIP_STORED and position != end:
+            raise Unusable("it has data after its compressed stream")
+    except Unusable as exc:
+        raise Unusable(f"archive entry {name!r} cannot be read: {exc}; the archive may be truncated or corrupt") from None
+    if total != info.file_size or crc != info.CRC:
+        raise Unusable(
+            f"archive entry {name!r} cannot be read (its size or CRC does not match its header); the archive may be truncated or corrupt"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# tar: the compression decoded here, the tar read as a stream, extended headers capped
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A tar header whose extended headers (GNU ``L``/``K``, PAX ``x``/``g``) are refused
+    beyond ``limits.TAR_MAX_EXTENDED_HEADER`` bytes before tarfile reads them into memory."""
+
+    def _proc_member(self, tarfile_):
+        extended = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+        if self.type in extended and self.size > limits.TAR_MAX_EXTENDED_HEADER:
+            raise Unusable(
+                f"the archive has an extended header (a long name or PAX record) of {self.size} bytes; "
+                f"at most {limits.TAR_MAX_EXTENDED_HEADER} are accepted"
+            )
+        return super()._proc_member(tarfile_)
+
+
+class _Decoded:
+    """A read-only file of the decoded bytes of a compressed file (``codecs.stream``)."""
+
+    def __init__(self, raw, codec: str, limit: int, display: str):
+        self._display = display
+        self._pieces = codecs.stream(
+            codec, raw.read, limit, members=limits.ARCHIVE_MAX_STREAMS, padding=codec == codecs.GZIP, piece=_COPY_BLOCK
+        )
+        self._buffer, self._at = b"", 0
+
+    def read(self, n: int = -1) -> bytes:
+        out = []
+        wanted = n if n >= 0 else float("inf")
+        while wanted > 0:
+            if self._at >= len(self._buffer):
+                try:
+                    self._buffer, self._at = next(self._pieces, b""), 0
+                except Unusable as exc:
+                    raise Unusable(
+                        f"{self._display} cannot be read to the end ({exc}); the archive may be truncated or corrupt"
+                    ) from None
+                if not self._buffer:
+                    break
+            piece = self._buffer[self._at : self._at + int(min(wanted, len(self._buffer) - self._at))]
+            self._at += len(piece)
+            wanted -= len(piece)
+            out.append(piece)
+        return b"".join(out)
 
 
 def _extract_tar(archive: Path, writer: _Writer, limits: Limits) -> None:
-    try:
-        tf = tarfile.open(archive, "r:*")
-    except (tarfile.TarError, *_CORRUPT) as exc:
-        raise SubmissionError(f"{archive.name} is not a readable tar archive ({_reason(exc)})") from None
-    with tf:
+    with open(archive, "rb") as raw:
+        head = raw.read(6)
+        raw.seek(0)
+        codec = next((c for magic, c in _TAR_MAGIC.items() if head.startswith(magic)), None)
+        # a tar holds its files plus 512-byte headers and padding: at most 3 blocks per entry
+        limit = limits.max_total_bytes + 1536 * (limits.max_entries + 2)
+        source = _Decoded(raw, codec, limit, archive.name) if codec else raw
         try:
-            for member in tf:  # streamed: nothing is listed or written past the first violation
-                if member.issym() or member.islnk():
-                    raise SubmissionError(f"archive entry {member.name!r} is a link; links are not accepted")
-                if member.isdir():
-                    writer.folder(member.name)
-                elif member.isfile():
-                    if writer.written + member.size > limits.max_total_bytes:
-                        raise SubmissionError(
-                            f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge"
-                        )
-                    writer.file(member.name, tf.extractfile(member))
-                else:
-                    raise SubmissionError(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
-        except (tarfile.TarError, *_CORRUPT) as exc:
-            raise SubmissionError(
-                f"{archive.name} cannot be read to the end ({_reason(exc)}); the archive may be truncated or corrupt"
-            ) from None
+            tf = tarfile.open(fileobj=source, mode="r|", tarinfo=_BoundedTarInfo)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            raise Unusable(f"{archive.name} is not a readable tar archive ({_reason(exc)})") from None
+        with tf:
+            try:
+                for member in tf:  # streamed: nothing is listed or written past the first violation
+                    _tar_member(tf, member, writer, limits)
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+                raise Unusable(
+                    f"{archive.name} cannot be read to the end ({_reason(exc)}); the archive may be truncated or corrupt"
+                ) from None
+
+
+def _tar_member(tf: tarfile.TarFile, member: tarfile.TarInfo, writer: _Writer, limits: Limits) -> None:
+    if member.issym() or member.islnk():
+        raise Unusable(f"archive entry {member.name!r} is a link; links are not accepted")
+    if member.isdir():
+        writer.folder(member.name)
+    elif member.isfile():
+        if writer.written + member.size > limits.max_total_bytes:
+            raise Unusable(f"the archive unpacks to more than {_size(limits.max_total_bytes)}, the limit for this challenge")
+        source = tf.extractfile(member)
+        writer.file(member.name, iter(lambda: source.read(_COPY_BLOCK), b""))
+    else:
+        raise Unusable(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
 
 
 def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
     """Unpack ``archive`` (zip or tar) into the new folder ``target`` and return it."""
     target.mkdir(parents=True, exist_ok=False)
     writer = _Writer(target.resolve(), limits, archive.stat().st_size)
-    if archive.name.lower().endswith(ZIP_SUFFIXES):
-        _extract_zip(archive, writer, limits)
-    else:
-        _extract_tar(archive, writer, limits)
+    try:
+        if archive.name.lower().endswith(ZIP_SUFFIXES):
+            _extract_zip(archive, writer, limits)
+        else:
+            _extract_tar(archive, writer, limits)
+    except MemoryError:
+        raise Unusable(
+            f"{archive.name} needs more memory to unpack than the grader has; upload a plain zip of the files"
+        ) from None
     nested = next((p for p, is_folder in untrusted.walk(target) if not is_folder and is_archive(p)), None)
     if nested is not None:
-        raise SubmissionError(
+        raise Unusable(
             f"the archive contains another archive ({nested.relative_to(target).as_posix()}); upload one archive holding the files themselves"
         )
     _log.info("archive_extracted", archive=archive.name, entries=writer.entries, bytes=writer.written)

@@ -98,13 +98,12 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     declared_outputs = additional.outputs(phase)  # checked before anything is scored
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        submission = platform.submission(phase, Path(scratch))
-        given_inputs = additional.read_inputs(phase, platform.submission_folder()) if additional.input_paths(phase) else None
         resources = Resources.detect(
             workers or phase.option("workers"),
             (phase.option("memory_limit_mb") or 0) * 1024**2,
             phase.option("case_time_limit_s"),
         )
+        submission, given_inputs = platform.intake(phase, Path(scratch), resources)
         _log.info("resources", **_resources(resources))
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.score, resources, progress=progresses.at_terminal("scoring"))

@@ -27,6 +27,7 @@ from evaluation.errors import (
     INTERNAL_ERROR_LINE,
     GraderError,
     SubmissionError,
+    Unusable,
 )
 
 if TYPE_CHECKING:  # annotations only: the contract stays below the modules that build these
@@ -144,6 +145,12 @@ def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict
         }
     if isinstance(exc, GraderError):
         return {"kind": "submission" if isinstance(exc, SubmissionError) else "internal", "message": str(exc)}
+    if isinstance(exc, Unusable):  # a reader's refusal that no intake assigned to anyone: our bug
+        return {
+            "kind": "internal",
+            "message": f"a refusal reached the runner without an owner: {exc}",
+            "traceback": "".join(traceback.format_exception(exc)),
+        }
     return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))}
 
 

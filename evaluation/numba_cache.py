@@ -42,7 +42,7 @@ def use_install_cache(folders) -> bool:
         return False
     root = os.path.join(tempfile.gettempdir(), "evaluation-numba-cache")
     for here in folders:
-        cache, seeded = os.path.join(here, "__pycache__"), os.path.join(root, _subpath(here))
+        cache, seeded = os.path.join(here, "__pycache__"), os.path.join(root, subpath(here))
         if os.path.isdir(cache) and not os.path.isdir(seeded):
             try:
                 shutil.copytree(cache, seeded, ignore=lambda _, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
@@ -54,5 +54,5 @@ def use_install_cache(folders) -> bool:
     return True
 
 
-def _subpath(folder: str) -> str:
+def subpath(folder: str) -> str:
     return f"{os.path.basename(folder)}_{hashlib.sha1(folder.encode()).hexdigest()}"

@@ -179,10 +179,8 @@ def _check(platform: Platform, phase: Phase, workers: int | None, memory_mb: int
     additional.outputs(phase)
     _log.info("checking", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        submission = platform.submission(phase, Path(scratch))
-        if additional.input_paths(phase):
-            additional.read_inputs(phase, platform.submission_folder())
         resources = platform_resources(phase, workers, memory_mb)
+        submission, _ = platform.intake(phase, Path(scratch), resources)
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.check, resources, progress=progresses.at_terminal("checking"))
     code, line = verdict(plan.tasks, outcomes)

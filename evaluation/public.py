@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from evaluation import phase as phases
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images, untrusted
 from evaluation.readers.volume import Volume
@@ -112,7 +112,8 @@ def read_header(path: Path) -> Header:
     """The header that stands for a ground-truth file of a public phase."""
     if not is_header(path):
         raise PhaseError("a ground-truth file of the public phase is not a header written by 'python -m evaluation publish'")
-    document = untrusted.load_json(Path(path), "a public header", PhaseError, limit=MAX_HEADER_BYTES)
+    with organizer_file():
+        document = untrusted.load_json(Path(path), "a public header", limit=MAX_HEADER_BYTES)
     vector = lambda key: None if document.get(key) is None else tuple(document[key])  # noqa: E731
     return Header(vector("shape"), document.get("dtype"), vector("spacing"), vector("origin"), vector("direction"))
 
@@ -122,7 +123,7 @@ def voxel_count(path: Path, display: str, key: str | None = None) -> int:
     file's own (``images.voxel_count``), for the plan's memory estimates."""
     if is_header(path):
         return read_header(path).voxels
-    return images.voxel_count(path, display=display, trusted=True, key=key)
+    return images.voxel_count(path, display=display, key=key)
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.archive import Limits, extract, is_archive
-from evaluation.errors import SubmissionError
+from evaluation.errors import SubmissionError, participant_file
 from evaluation.readers import images, untrusted
 
 PLATFORM_FILES = frozenset({"metadata", "inputs.json"})
@@ -41,6 +41,10 @@ class Submission:
         error rather than a silent pick."""
         if self.named_files is not None:
             return dict(self.named_files)
+        with participant_file():
+            return self._walk_cases(suffixes)
+
+    def _walk_cases(self, suffixes: tuple[str, ...]) -> dict[str, Path]:
         found: dict[str, Path] = {}
         for path, is_folder in untrusted.walk(self.root, prune=_not_entered):
             if is_folder and not path.name.lower().endswith(".zarr"):
@@ -69,15 +73,21 @@ def entries(folder: Path, set_aside: frozenset[str] = PLATFORM_FILES) -> list[Pa
 
 
 def unpack(folder: Path, scratch: Path, limits: Limits, set_aside: frozenset[str] = PLATFORM_FILES) -> Submission:
-    """The submission in ``folder``; ``set_aside`` adds to ``PLATFORM_FILES`` the names that
-    are not predictions. The folder itself must not be a link: a platform's submission folder
-    is one it made (Grand-Challenge's ``/input`` link is resolved by its own adapter)."""
+    """The submission in ``folder``: checked whole, its one archive unpacked into ``scratch``;
+    ``set_aside`` adds to ``PLATFORM_FILES`` the names that are not predictions. Everything
+    read here is the participant's (``errors.participant_file``). The folder itself must not be
+    a link: a platform's submission folder is one it made (Grand-Challenge's ``/input`` link is
+    resolved by its own adapter)."""
+    with participant_file():
+        return _unpack(folder, scratch, limits, PLATFORM_FILES | set_aside)
+
+
+def _unpack(folder: Path, scratch: Path, limits: Limits, set_aside: frozenset[str]) -> Submission:
     if os.path.islink(folder):
         raise SubmissionError("the submission folder is a symbolic link; upload plain files and folders only")
     if not folder.is_dir():
         raise SubmissionError("no submission folder was provided")
     untrusted.check_tree(folder)
-    set_aside = PLATFORM_FILES | set_aside
     found = entries(folder, set_aside)
     if not found:
         raise SubmissionError("the submission is empty: upload your predictions (a zip archive or a folder)")

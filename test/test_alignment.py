@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from helpers.cellmap_alignment import _centre_pad_crop, _place, _rescale_blocks, align
 
 from evaluation.errors import SubmissionError
-from evaluation.suites.cellmap.alignment import Grid, _centre_pad_crop, _place, align, voxel_offset
+from evaluation.suites.cellmap.alignment import Grid, voxel_offset
 
 
 def _align(image, attrs, grid, instance=True, ratio=4096):
@@ -107,9 +108,7 @@ def test_blockwise_resampling_equals_whole_array_when_blocks_align(monkeypatch, 
 
     monkeypatch.setattr(alignment, "CHUNK_EDGE", 4)
     image = np.random.default_rng(0).integers(0, 50, size=(12, 8, 16)).astype(np.uint32)
-    blocks = alignment._rescale_blocks(
-        lambda region: image[region], image.shape, image.dtype, np.array([scale] * 3), instance=True
-    )
+    blocks = _rescale_blocks(lambda region: image[region], image.shape, image.dtype, np.array([scale] * 3), instance=True)
     whole = rescale(image, scale, order=0, mode="constant", preserve_range=True).astype(image.dtype)
     assert blocks.shape == whole.shape and (blocks == whole).all()
 

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 
 from evaluation.archive import Limits, extract
-from evaluation.errors import SubmissionError
+from evaluation.errors import Unusable
 
 
 def _zip(path, entries, compression=zipfile.ZIP_DEFLATED):
@@ -30,7 +30,7 @@ def test_regular_archive_is_unpacked(tmp_path):
 @pytest.mark.parametrize("name", ["../evil", "a/../../evil", "/abs/evil", "C:/evil", "a\\..\\..\\evil"])
 def test_entries_leaving_the_folder_are_refused(tmp_path, name):
     archive = _zip(tmp_path / "a.zip", [(name, "x")])
-    with pytest.raises(SubmissionError, match="outside|absolute"):
+    with pytest.raises(Unusable, match="outside|absolute"):
         extract(archive, tmp_path / "out")
     assert not (tmp_path / "evil").exists()
     assert not any((tmp_path / "out").rglob("*evil*"))
@@ -40,19 +40,19 @@ def test_symlink_entries_are_refused(tmp_path):
     info = zipfile.ZipInfo("link")
     info.external_attr = (stat.S_IFLNK | 0o777) << 16
     archive = _zip(tmp_path / "a.zip", [(info, "/etc/passwd")])
-    with pytest.raises(SubmissionError, match="symbolic link"):
+    with pytest.raises(Unusable, match="symbolic link"):
         extract(archive, tmp_path / "out")
 
 
 def test_entry_count_total_size_and_ratio_are_capped(tmp_path):
     many = _zip(tmp_path / "many.zip", [(f"f{i}", "") for i in range(11)])
-    with pytest.raises(SubmissionError, match="11 entries"):
+    with pytest.raises(Unusable, match="11 entries"):
         extract(many, tmp_path / "o1", Limits(max_entries=10))
     big = _zip(tmp_path / "big.zip", [("a", b"x" * 5000)])
-    with pytest.raises(SubmissionError, match="at most 4.0 KB"):
+    with pytest.raises(Unusable, match="at most 4.0 KB"):
         extract(big, tmp_path / "o2", Limits(max_total_bytes=4000))
     bomb = _zip(tmp_path / "bomb.zip", [("zeros", bytes(4 << 20))])
-    with pytest.raises(SubmissionError, match="zip bomb"):
+    with pytest.raises(Unusable, match="zip bomb"):
         extract(bomb, tmp_path / "o3", Limits(max_ratio=100, ratio_min_bytes=1 << 20))
 
 
@@ -67,7 +67,7 @@ def test_headers_that_understate_the_size_are_refused(tmp_path):
     central = data.rfind(b"PK\x01\x02")
     data[central + 24 : central + 28] = (10).to_bytes(4, "little")
     archive.write_bytes(bytes(data))
-    with pytest.raises(SubmissionError):
+    with pytest.raises(Unusable):
         extract(archive, tmp_path / "out", Limits(max_total_bytes=1000))
     assert info.file_size == 10_000
 
@@ -75,19 +75,19 @@ def test_headers_that_understate_the_size_are_refused(tmp_path):
 def test_not_a_zip_and_truncated_zip(tmp_path):
     fake = tmp_path / "fake.zip"
     fake.write_text("not a zip")
-    with pytest.raises(SubmissionError, match="not a readable zip"):
+    with pytest.raises(Unusable, match="not a readable zip"):
         extract(fake, tmp_path / "o1")
     good = _zip(tmp_path / "good.zip", [("a", os.urandom(50_000))], zipfile.ZIP_STORED)
     truncated = tmp_path / "truncated.zip"
     truncated.write_bytes(good.read_bytes()[:30_000])
-    with pytest.raises(SubmissionError):
+    with pytest.raises(Unusable):
         extract(truncated, tmp_path / "o2")
 
 
 def test_duplicate_entries_are_refused(tmp_path):
     with pytest.warns(UserWarning):
         archive = _zip(tmp_path / "a.zip", [("a", "1"), ("a", "2")])
-    with pytest.raises(SubmissionError, match="twice"):
+    with pytest.raises(Unusable, match="twice"):
         extract(archive, tmp_path / "out")
 
 
@@ -125,24 +125,24 @@ def test_tar_archives_are_unpacked(tmp_path):
 )
 def test_tar_links_devices_and_traversal_are_refused(tmp_path, entry, message):
     archive = _tar(tmp_path / "a.tar", [entry], "w")
-    with pytest.raises(SubmissionError, match=message):
+    with pytest.raises(Unusable, match=message):
         extract(archive, tmp_path / "out")
     assert not (tmp_path / "evil").exists()
 
 
 def test_gzip_bomb_in_a_tar_is_stopped(tmp_path):
     archive = _tar(tmp_path / "bomb.tar.gz", [("zeros", "file", bytes(8 << 20))])
-    with pytest.raises(SubmissionError, match="zip bomb"):
+    with pytest.raises(Unusable, match="zip bomb"):
         extract(archive, tmp_path / "out", Limits(max_ratio=50, ratio_min_bytes=1 << 20))
 
 
 def test_nested_and_truncated_archives(tmp_path):
     inner = _zip(tmp_path / "inner.zip", [("a", "1")])
     outer = _zip(tmp_path / "outer.zip", [("predictions/inner.zip", inner.read_bytes())])
-    with pytest.raises(SubmissionError, match="another archive"):
+    with pytest.raises(Unusable, match="another archive"):
         extract(outer, tmp_path / "o1")
     full = _tar(tmp_path / "full.tar.gz", [("a", "file", os.urandom(200_000))])
     cut = tmp_path / "cut.tar.gz"
     cut.write_bytes(full.read_bytes()[:50_000])
-    with pytest.raises(SubmissionError, match="truncated or corrupt|not a readable"):
+    with pytest.raises(Unusable, match="truncated or corrupt|not a readable"):
         extract(cut, tmp_path / "o2")

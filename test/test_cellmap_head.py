@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pytest
 import zarr
+from helpers.cellmap_alignment import align
 from helpers.grading import FIXTURES, run_cli, validate_metrics
 from scipy import ndimage
 from test_cellmap_scoring import _three_blobs, semantic_example
 
 from evaluation.suites.cellmap import alignment, head, inputs
-from evaluation.suites.cellmap.alignment import Grid, align
+from evaluation.suites.cellmap.alignment import Grid
 from evaluation.suites.cellmap.instances import normalize_distances
 from evaluation.suites.cellmap.options import Limits
 

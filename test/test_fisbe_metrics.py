@@ -15,7 +15,7 @@ from helpers import fisbe_synthetic as syn
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
-from evaluation.metrics import lee_thinning
+from evaluation.metrics import jit, lee_thinning
 from evaluation.metrics.centerline import cldice, greedy_match
 from evaluation.metrics.skeleton import skeleton_voxels, skeletonize_full
 from evaluation.metrics.sparse_labels import SparseLabels
@@ -279,7 +279,7 @@ def test_pooled_f1_uses_summed_counts_not_mean_of_f1():
 
 
 def test_without_numba_the_box_path_gives_the_same_skeletons(monkeypatch):
-    monkeypatch.setattr(lee_thinning, "_broken", True)
+    monkeypatch.setattr(jit, "broken", True)
     assert not lee_thinning.available()
     for mask in random_masks(4, 30):
         assert np.array_equal(skeleton_voxels(np.flatnonzero(mask), mask.shape), np.flatnonzero(skeletonize_full(mask)))

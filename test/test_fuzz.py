@@ -1,7 +1,9 @@
-"""Bounded fuzzing of everything that parses participant bytes: the archive unpacker and each
-reader. Whatever the bytes, the only acceptable failure is a SubmissionError (a clear message,
-exit 2) and nothing may be written outside the target folder. Readers run in forked workers,
-as in production, so a crash inside a C library shows up as a failed case, not a dead grader.
+"""Bounded fuzzing of everything that parses participant bytes: the archive unpacker, each
+reader and each bounded decoder. Whatever the bytes, the only acceptable failure is the
+readers' refusal, ``errors.Unusable`` (which the intake turns into a clear message, exit 2):
+any other exception is a bug of ours and fails the test. Nothing may be written outside the
+target folder. Readers run in forked workers, as in production, so a crash inside a C
+library shows up as a failed case, not a dead grader.
 
 Deterministic in CI (profile "ci"); ``HYPOTHESIS_PROFILE=fuzz`` runs many more examples."""
 
@@ -20,8 +22,8 @@ from hypothesis import strategies as st
 from evaluation import contract, runner
 from evaluation.archive import Limits, extract
 from evaluation.contract import Task
-from evaluation.errors import SubmissionError
-from evaluation.readers import images, zarr_store
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, images, zarr_store
 
 settings.register_profile("ci", max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck))
@@ -33,6 +35,16 @@ def _valid_zip() -> bytes:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("x.zarr/.zgroup", '{"zarr_format": 2}')
         archive.writestr("x.zarr/crop1/a/0.0.0", os.urandom(300) + bytes(3000))
+    return buffer.getvalue()
+
+
+def _valid_tar(mode: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode=mode) as archive:
+        data = bytes(5000)
+        info = tarfile.TarInfo("dir/file.bin")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 
@@ -56,7 +68,7 @@ def _mutate(data: bytes, draw) -> bytes:
     return bytes(data)
 
 
-SEEDS = {".zip": _valid_zip(), ".tar.gz": _valid_tgz()}
+SEEDS = {".zip": _valid_zip(), ".tar.gz": _valid_tgz(), ".tar.xz": _valid_tar("w:xz"), ".tar.bz2": _valid_tar("w:bz2")}
 
 
 @given(st.sampled_from(sorted(SEEDS)), st.data())
@@ -68,7 +80,7 @@ def test_unpacker_survives_any_bytes(tmp_path_factory, suffix, data):
     before = set(folder.parent.iterdir())
     try:
         extract(archive, folder / "out", Limits(max_total_bytes=1 << 20, max_entries=100))
-    except SubmissionError:
+    except Unusable:
         pass
     assert set(folder.parent.iterdir()) == before  # nothing created next to the target
 
@@ -90,7 +102,7 @@ def _reader_seeds(folder) -> dict[str, bytes]:
 def _read(payload: dict) -> dict:
     try:
         images.read(__import__("pathlib").Path(payload["path"]))
-    except SubmissionError as exc:
+    except Unusable as exc:
         return {"rejected": str(exc)}
     return {"read": True}
 
@@ -131,5 +143,55 @@ def test_zarr_metadata_of_any_shape_is_refused_cleanly(tmp_path_factory, metadat
     try:
         array = zarr_store.open_array(folder, "crop1/a")
         zarr_store.read_array(array, "crop1/a")
-    except SubmissionError:
+    except Unusable:
         pass
+
+
+# --------------------------------------------------------------------------------------------
+# Each bounded decoder: any bytes end in its output, or in ``Unusable``
+
+
+def _codec_seeds() -> dict[str, tuple[bytes, int]]:
+    import bz2
+    import gzip
+    import lzma
+    import zlib
+
+    import numcodecs
+
+    raw = bytes(range(256)) * 16 + bytes(4096)
+    return {
+        "zlib": (zlib.compress(raw), len(raw)),
+        "gzip": (gzip.compress(raw) + gzip.compress(b"x"), len(raw) + 1),
+        "deflate": (zlib.compress(raw)[2:-4], len(raw)),
+        "bz2": (bz2.compress(raw), len(raw)),
+        "xz": (lzma.compress(raw), len(raw)),
+        "blosc": (numcodecs.Blosc("lz4").encode(raw), len(raw)),
+        "zstd": (numcodecs.Zstd(3).encode(raw), len(raw)),
+        "lz4": (numcodecs.LZ4().encode(raw), len(raw)),
+        "packbits": (b"\x7f" + raw[:128] + b"\x81\x00" + b"\x80" * 3, 256),
+    }
+
+
+CODEC_SEEDS = _codec_seeds()
+
+
+def _decode(name: str, data: bytes, limit: int):
+    if name in codecs.STREAM_CODECS:
+        return codecs.decode(name, data, limit, members=4, padding=name == "gzip")
+    if name == "packbits":
+        return codecs.packbits(data, limit)
+    return getattr(codecs, name)(data, limit, False)
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_CODEC_EXAMPLES", 60)))
+@given(st.sampled_from(sorted(CODEC_SEEDS)), st.data())
+def test_decoders_refuse_any_bytes_with_unusable_only(name, data):
+    seed, limit = CODEC_SEEDS[name]
+    payload = _mutate(seed, data.draw) if data.draw(st.booleans()) else data.draw(st.binary(max_size=600))
+    limit = data.draw(st.sampled_from([limit, limit // 3, 1]))
+    try:
+        out = _decode(name, payload, limit)
+    except Unusable:
+        return
+    assert len(out) <= limit

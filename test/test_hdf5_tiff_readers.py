@@ -34,7 +34,7 @@ from helpers.opens import Opens
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.readers import hdf5, images, tiff
 from evaluation.readers.label_stacks import open_labels
 from evaluation.readers.slabs import open_slabs
@@ -171,7 +171,7 @@ def test_references_to_other_files_are_refused_unopened(truth, tmp_path, referen
     upload.parent.mkdir()
     REFERENCES[reference](upload, truth)
     with Opens(truth) as watch:
-        with pytest.raises(SubmissionError) as caught:
+        with pytest.raises(Unusable) as caught:
             ENTRY_POINTS[entry](upload)
         assert watch.names() == set(), f"{reference} via {entry} opened {watch.names()}"
     message = str(caught.value)
@@ -183,10 +183,10 @@ def test_trusted_files_with_links_are_phase_errors(truth, tmp_path):
     path = tmp_path / "label.h5"
     _external_intermediate(path, truth)
     with Opens(truth) as watch:
-        with pytest.raises(PhaseError, match="external link"):
-            open_slabs(path, key="volumes/labels", display="a label volume", trusted=True)
-        with pytest.raises(PhaseError, match="external link"):
-            with open_labels(path, ("volumes/labels",), "ground truth", trusted=True):
+        with pytest.raises(PhaseError, match="external link"), organizer_file():
+            open_slabs(path, key="volumes/labels", display="a label volume")
+        with pytest.raises(PhaseError, match="external link"), organizer_file():
+            with open_labels(path, ("volumes/labels",), "ground truth"):
                 pass
         assert watch.names() == set()
 
@@ -217,7 +217,7 @@ def test_family_members_are_never_opened(tmp_path):
         f["x"] = np.arange(3000)
     assert (folder / "pred1.h5").exists()
     with Opens(folder) as watch:
-        with pytest.raises(SubmissionError, match="pred0.h5"):
+        with pytest.raises(Unusable, match="pred0.h5"):
             images.read(folder / "pred0.h5")
         assert watch.names() <= {"pred0.h5"}
 
@@ -286,12 +286,12 @@ def test_links_and_special_files_are_refused_before_opening(tmp_path, truth):
     (tmp_path / "link.h5").symlink_to(truth / "gt.h5")
     os.mkfifo(tmp_path / "fifo.tif")
     with Opens(truth) as watch:
-        with pytest.raises(SubmissionError, match="symbolic link"):
+        with pytest.raises(Unusable, match="symbolic link"):
             hdf5.read(tmp_path / "link.h5")
-        with pytest.raises(SubmissionError, match="symbolic link"):
+        with pytest.raises(Unusable, match="symbolic link"):
             images.read(tmp_path / "link.h5")
         assert watch.names() == set()
-    with pytest.raises(SubmissionError, match="named pipe"):
+    with pytest.raises(Unusable, match="named pipe"):
         tiff.read(tmp_path / "fifo.tif")
 
 
@@ -306,14 +306,14 @@ def _isolated(script: str, limit: int = 1 << 30, timeout: float = 120) -> dict:
         textwrap.dedent(f"""
         import json, resource, sys, time
         resource.setrlimit(resource.RLIMIT_DATA, ({limit}, {limit}))
-        from evaluation.errors import SubmissionError
+        from evaluation.errors import Unusable
         from evaluation.readers import hdf5, tiff
         started = time.monotonic()
         try:
     """)
         + textwrap.indent(textwrap.dedent(script), "    ")
         + textwrap.dedent("""
-        except SubmissionError as exc:
+        except Unusable as exc:
             result = {"refused": str(exc)}
         except MemoryError:
             result = {"memory_error": True}
@@ -512,7 +512,7 @@ def test_fisbe_refuses_a_million_channels_from_metadata(tmp_path):
         f.create_dataset("volumes/labels", shape=(10**6, 8, 16, 16), dtype="u2", chunks=(1, 8, 16, 16), compression="gzip")
     limit = prediction_voxel_limit((8, 16, 16))
     started = time.monotonic()
-    with pytest.raises(SubmissionError, match="more voxels than"):
+    with pytest.raises(Unusable, match="more voxels than"):
         with open_labels(tmp_path / "s.h5", FISBE_PREDICTION_KEYS, "s.h5", max_voxels=limit):
             pass
     assert time.monotonic() - started < 5
@@ -540,7 +540,7 @@ def test_fisbe_scoring_passes_the_limit_to_its_prediction_reader(tmp_path):
 
 def test_fisbe_tiff_predictions_have_a_size_guard(tmp_path):
     (tmp_path / "s.tif").write_bytes(_tiff_bytes(20_000, 20_000, [b"\x00" * 100], rows=20_000))
-    with pytest.raises(SubmissionError, match="more voxels than"):
+    with pytest.raises(Unusable, match="more voxels than"):
         with open_labels(tmp_path / "s.tif", (), "s.tif", max_voxels=prediction_voxel_limit((4, 5, 6))):
             pass
 
@@ -664,7 +664,7 @@ def test_fletcher32_detects_corruption(tmp_path):
     data = bytearray(path.read_bytes())
     data[info.byte_offset + 3] ^= 0x10
     path.write_bytes(bytes(data))
-    with pytest.raises(SubmissionError, match="fletcher32"):
+    with pytest.raises(Unusable, match="fletcher32"):
         hdf5.read(path)
     with h5py.File(path, "r") as f, pytest.raises(OSError):
         f["x"][()]
@@ -677,16 +677,16 @@ def test_hdf5_refusals_name_the_fix(tmp_path):
         f.create_dataset("strings", data=np.array([b"a", b"b"]))
         f.create_dataset("compound", data=np.zeros(3, dtype=[("a", "i4"), ("b", "f4")]))
         f.create_dataset("big_chunks", shape=(1 << 16, 1 << 16), dtype="f8", chunks=(1 << 13, 1 << 13))
-    with pytest.raises(SubmissionError, match="scaleoffset, which is not accepted; save the labels as one plain"):
+    with pytest.raises(Unusable, match="scaleoffset, which is not accepted; save the labels as one plain"):
         hdf5.read(path, "scaleoffset")
     for key in ("strings", "compound"):
-        with pytest.raises(SubmissionError, match="expected plain integers or floats"):
+        with pytest.raises(Unusable, match="expected plain integers or floats"):
             hdf5.read(path, key)
-    with pytest.raises(SubmissionError, match="smaller chunks"):
+    with pytest.raises(Unusable, match="smaller chunks"):
         hdf5.probe(path, "big_chunks")
-    with pytest.raises(SubmissionError, match="has no dataset 'nothing'"):
+    with pytest.raises(Unusable, match="has no dataset 'nothing'"):
         hdf5.read(path, "nothing")
-    with pytest.raises(SubmissionError, match="holds 4 datasets; expected exactly one"):
+    with pytest.raises(Unusable, match="holds 4 datasets; expected exactly one"):
         hdf5.read(path)
 
 
@@ -706,7 +706,7 @@ def test_truncated_hdf5_data_is_refused(tmp_path, patch_end):
         if patch_end:
             struct.pack_into("<Q", data, 40, cut)  # version-0 superblock: end-of-file address
         path.write_bytes(bytes(data[:cut]))
-        with pytest.raises(SubmissionError, match=r"^t.h5: .*(truncated|past the end|corrupt)"):
+        with pytest.raises(Unusable, match=r"^t.h5: .*(truncated|past the end|corrupt)"):
             hdf5.read(path, key)
 
 
@@ -779,15 +779,15 @@ def test_tiff_refusals_name_the_fix(tmp_path):
     from PIL import Image
 
     Image.fromarray(LABELS[0].astype(np.uint8)).save(tmp_path / "lzw.tif", compression="tiff_lzw")
-    with pytest.raises(SubmissionError, match="LZW .*imagecodecs.*; save it uncompressed or with deflate"):
+    with pytest.raises(Unusable, match="LZW .*imagecodecs.*; save it uncompressed or with deflate"):
         tiff.read(tmp_path / "lzw.tif")
     (tmp_path / "not.tif").write_bytes(b"GIF89a" + bytes(100))
-    with pytest.raises(SubmissionError, match="not.tif: is not a TIFF file"):
+    with pytest.raises(Unusable, match="not.tif: is not a TIFF file"):
         tiff.read(tmp_path / "not.tif")
     tifffile.imwrite(tmp_path / "t.tif", LABELS, photometric="minisblack")
     data = (tmp_path / "t.tif").read_bytes()
     (tmp_path / "t.tif").write_bytes(data[:-200])
-    with pytest.raises(SubmissionError, match="truncated|past the end"):
+    with pytest.raises(Unusable, match="truncated|past the end"):
         tiff.read(tmp_path / "t.tif")
     looped = bytearray(_tiff_bytes(2, 2, [b"\x00" * 4], pages=2))
     first = struct.unpack_from("<I", looped, 4)[0]
@@ -796,7 +796,7 @@ def test_tiff_refusals_name_the_fix(tmp_path):
     entries2 = struct.unpack_from("<H", looped, second)[0]
     struct.pack_into("<I", looped, second + 2 + 12 * entries2, first)
     (tmp_path / "loop.tif").write_bytes(bytes(looped))
-    with pytest.raises(SubmissionError, match="loop"):
+    with pytest.raises(Unusable, match="loop"):
         tiff.read(tmp_path / "loop.tif")
 
 
@@ -890,7 +890,7 @@ def _judge(kind: str, path: str, original) -> str:
     """Run in a forked child: our reader, then the library on the same bytes."""
     try:
         ours = hdf5.read(path)[0] if kind == "hdf5" else tiff.read(path)
-    except SubmissionError as exc:
+    except Unusable as exc:
         message = str(exc)
         return "refused" if message.startswith("fuzzed") and "\n" not in message else f"bad message: {message!r}"
     try:

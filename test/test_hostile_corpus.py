@@ -26,13 +26,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import hostile, hostile_work
 from helpers.grading import ROOT, validate_metrics
-from helpers.hostile import CASE_FAILURE, KINDS, MARKER, MEMORY_LIMIT_MB, SCORED
+from helpers.hostile import CASE_FAILURE, MARKER, MEMORY_LIMIT_MB, SCORED
 
 CAP_MB = MEMORY_LIMIT_MB
 TIME_LIMIT_S = 60
 MEASURED: list[dict] = []
 MEASURE = Path(__file__).resolve().parent / "helpers" / "measured_run.py"
+KINDS = hostile.KINDS + hostile_work.KINDS
 
 
 def test_the_corpus_is_large_enough():
@@ -89,7 +91,11 @@ def workspace(tmp_path):
     _remove(tmp_path)
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param(k, id=k.name) for k in hostile.KINDS]
+    + [pytest.param(k, id=k.name, marks=pytest.mark.slow) for k in hostile_work.KINDS],
+)
 def test_hostile_submission(kind, workspace):
     tmp_path = workspace
     phase = kind.phase(tmp_path)

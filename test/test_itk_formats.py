@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from evaluation import contract, runner
 from evaluation.contract import Task
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, Unusable, organizer_file
 from evaluation.readers import images, itk_formats
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the open detector uses Linux inotify")
@@ -294,11 +294,11 @@ def test_reference_to_another_file_is_refused_and_never_opened(tmp_path, kind):
     path = layout.sub / name
     path.write_bytes(contents(layout).encode("latin-1"))
     with Opens(layout.labels) as opens:
-        with pytest.raises(SubmissionError, match=message):
+        with pytest.raises(Unusable, match=message):
             images.read(path, display=name)
-        with pytest.raises(SubmissionError, match=message):
+        with pytest.raises(Unusable, match=message):
             images.read(path, display=name, max_voxels=10**9)
-        with pytest.raises(SubmissionError, match=message):
+        with pytest.raises(Unusable, match=message):
             images.probe_shape(path, display=name)
         assert opens.names() == set()  # nothing in the phase folder was opened
         _itk_read(path)  # the same file, read without the check
@@ -311,7 +311,7 @@ def test_the_measured_attack_scores_the_truth_without_the_check(tmp_path):
     path = layout.sub / "case_1.mha"
     path.write_text(ATTACKS["mha colon, decoy LOCAL below"][1](layout))
     assert (sitk.GetArrayFromImage(sitk.ReadImage(str(path))) == TRUTH).all()
-    with pytest.raises(SubmissionError, match=LOCAL_MESSAGE):
+    with pytest.raises(Unusable, match=LOCAL_MESSAGE):
         images.read(path)
 
 
@@ -355,9 +355,9 @@ def test_nifti_header_and_image_pairs_are_refused(tmp_path):
         (folder / "case_1.img").write_bytes(TRUTH.tobytes())
         (folder / "case_1.hdr").write_bytes(_nifti_bytes(TRUTH, magic=magic)[:348])
         with Opens(folder) as opens:
-            with pytest.raises(SubmissionError, match=message):
+            with pytest.raises(Unusable, match=message):
                 images.read(folder / "case_1.nii")
-            with pytest.raises(SubmissionError, match=message):
+            with pytest.raises(Unusable, match=message):
                 images.probe_shape(folder / "case_1.nii")
             assert opens.names(ignore=("case_1.nii",)) == set()
             _itk_read(folder / "case_1.nii")
@@ -371,7 +371,7 @@ def test_nii_gz_with_a_nii_of_the_same_name_beside_it_is_refused(tmp_path):
     decoy = np.zeros_like(TRUTH)
     (layout.sub / "case_1.nii").write_bytes(_nifti_bytes(decoy))
     with Opens(layout.sub) as opens:
-        with pytest.raises(SubmissionError, match="would read the file case_1.nii beside it"):
+        with pytest.raises(Unusable, match="would read the file case_1.nii beside it"):
             images.read(layout.sub / "case_1.nii.gz")
         assert opens.names(ignore=("case_1.nii.gz",)) == set()
         _itk_read(layout.sub / "case_1.nii.gz")
@@ -386,7 +386,7 @@ def test_nifti_mixed_case_extension_is_refused(tmp_path):
     (tmp_path / "case_1.Nii").write_bytes(_nifti_bytes(TRUTH))
     (tmp_path / "case_1.Nii.nii").write_bytes(_nifti_bytes(np.zeros_like(TRUTH)))
     with Opens(tmp_path) as opens:
-        with pytest.raises(SubmissionError, match="mixed-case extension"):
+        with pytest.raises(Unusable, match="mixed-case extension"):
             images.read(tmp_path / "case_1.Nii")
         assert opens.names(ignore=("case_1.Nii",)) == set()
         _itk_read(tmp_path / "case_1.Nii")
@@ -407,7 +407,7 @@ def test_nii_holding_another_format_is_refused(tmp_path, content):
     else:
         sitk.WriteImage(image, str(tmp_path / f"x.{content.replace('dicom', 'dcm')}"))
         shutil.copy(tmp_path / f"x.{content.replace('dicom', 'dcm')}", tmp_path / "x.nii")
-    with pytest.raises(SubmissionError, match="NIfTI"):
+    with pytest.raises(Unusable, match="NIfTI"):
         images.read(tmp_path / "x.nii")
     if content in ("hdf5", "dicom"):
         assert sitk.ReadImage(str(tmp_path / "x.nii")).GetSize()[0] == 8  # the factory reads it
@@ -416,7 +416,7 @@ def test_nii_holding_another_format_is_refused(tmp_path, content):
 def test_png_signature_is_checked(tmp_path):
     sitk.WriteImage(sitk.GetImageFromArray(TRUTH), str(tmp_path / "x.mha"))
     shutil.copy(tmp_path / "x.mha", tmp_path / "x.png")
-    with pytest.raises(SubmissionError, match="not a PNG file"):
+    with pytest.raises(Unusable, match="not a PNG file"):
         images.read(tmp_path / "x.png")
 
 
@@ -450,7 +450,7 @@ def _write_mha(path: Path, header: str, pixels: bytes = TRUTH.tobytes()) -> Path
     ],
 )
 def test_metaimage_headers_the_parse_cannot_be_sure_of_are_refused(tmp_path, header, message):
-    with pytest.raises(SubmissionError, match=message):
+    with pytest.raises(Unusable, match=message):
         images.read(_write_mha(tmp_path / "a.mha", header))
 
 
@@ -530,7 +530,7 @@ def test_nrrd_parse_follows_teem():
 def test_nrrd_headers_teem_would_refuse_or_we_cannot_be_sure_of_are_refused(tmp_path, header, message):
     path = tmp_path / "a.nrrd"
     path.write_bytes(header.encode("latin-1") + TRUTH.tobytes())
-    with pytest.raises(SubmissionError, match=message):
+    with pytest.raises(Unusable, match=message):
         images.read(path)
 
 
@@ -556,13 +556,13 @@ def test_nrrd_cr_only_and_gzip_byte_skip_inside_the_file_are_read(tmp_path):
 )
 def test_nifti_headers_out_of_bounds_are_refused(tmp_path, change, message):
     (tmp_path / "a.nii").write_bytes(_nifti_bytes(TRUTH, **change))
-    with pytest.raises(SubmissionError, match=message):
+    with pytest.raises(Unusable, match=message):
         images.read(tmp_path / "a.nii")
 
 
 def test_nifti_gz_that_is_not_gzip_is_refused(tmp_path):
     (tmp_path / "a.nii.gz").write_bytes(_nifti_bytes(TRUTH))
-    with pytest.raises(SubmissionError, match="not a gzip-compressed NIfTI"):
+    with pytest.raises(Unusable, match="not a gzip-compressed NIfTI"):
         images.read(tmp_path / "a.nii.gz")
 
 
@@ -572,7 +572,7 @@ def test_big_nifti_gz_header_is_read_through_a_bounded_gzip_read(tmp_path):
     header = itk_formats.check(tmp_path / "a.nii.gz")
     assert header.fields["nbytes"] == big.size and header.encoding == "deflate"
     assert images.probe_shape(tmp_path / "a.nii.gz") == big.shape
-    with pytest.raises(SubmissionError, match="more voxels"):
+    with pytest.raises(Unusable, match="more voxels"):
         images.read(tmp_path / "a.nii.gz", max_voxels=1000)
 
 
@@ -582,20 +582,20 @@ def test_big_nifti_gz_header_is_read_through_a_bounded_gzip_read(tmp_path):
 
 def test_sizes_are_bounded_before_decoding(tmp_path):
     huge = META_HEAD.replace("8 8 6", "100000 100000 100000") + "ElementDataFile = LOCAL\n"
-    with pytest.raises(SubmissionError, match="truncated"):
+    with pytest.raises(Unusable, match="truncated"):
         images.read(_write_mha(tmp_path / "a.mha", huge))
     compressed = huge.replace("HeaderSize = -1", "CompressedData = True")
-    with pytest.raises(SubmissionError, match="compressed bytes can hold"):
+    with pytest.raises(Unusable, match="compressed bytes can hold"):
         images.read(_write_mha(tmp_path / "b.mha", compressed, pixels=b"x" * 100))
     path = tmp_path / "c.nrrd"
     path.write_bytes(
         (NRRD_HEAD.replace("raw", "gzip").replace("8 8 6", "100000 100000 100000") + "\n").encode() + gzip.compress(b"")
     )
-    with pytest.raises(SubmissionError, match="compressed bytes can hold"):
+    with pytest.raises(Unusable, match="compressed bytes can hold"):
         images.read(path)
     path = tmp_path / "d.nii"
     path.write_bytes(_nifti_bytes(TRUTH)[:-1])
-    with pytest.raises(SubmissionError, match="truncated"):
+    with pytest.raises(Unusable, match="truncated"):
         images.read(path)
     info = itk_formats.info(_write_mha(tmp_path / "e.mha", META_HEAD + "ElementDataFile = LOCAL\n"))
     assert (info.shape, info.dtype, info.components, info.voxels, info.nbytes) == ((6, 8, 8), np.uint8, 1, 384, 384)
@@ -606,9 +606,9 @@ def test_max_voxels_refuses_from_the_header(tmp_path, monkeypatch):
     sitk.WriteImage(sitk.GetImageFromArray(TRUTH), str(path))
     executed = []
     monkeypatch.setattr(sitk.ImageFileReader, "Execute", lambda self: executed.append(1))
-    with pytest.raises(SubmissionError, match=r"has shape \(6, 8, 8\), more voxels than the 383"):
+    with pytest.raises(Unusable, match=r"has shape \(6, 8, 8\), more voxels than the 383"):
         images.read(path, max_voxels=383)
-    with pytest.raises(SubmissionError, match="more voxels"):
+    with pytest.raises(Unusable, match="more voxels"):
         itk_formats.read(path, max_voxels=383)
     assert executed == []
 
@@ -617,7 +617,7 @@ def test_multi_component_pixels_are_refused_before_decoding(tmp_path):
     rgb = sitk.GetImageFromArray(np.zeros((4, 5, 3), np.uint8), isVector=True)
     sitk.WriteImage(rgb, str(tmp_path / "a.png"))
     assert itk_formats.info(tmp_path / "a.png").components == 3
-    with pytest.raises(SubmissionError, match="3 components per pixel"):
+    with pytest.raises(Unusable, match="3 components per pixel"):
         images.read(tmp_path / "a.png")
 
 
@@ -625,8 +625,8 @@ def test_organizer_files_raise_phase_errors(tmp_path):
     layout = Layout(tmp_path)
     path = layout.sub / "truth.mha"
     path.write_text(META_HEAD + "ElementDataFile = ../phase/labels/case_1.mha\n")
-    with pytest.raises(PhaseError, match="ElementDataFile = LOCAL"):
-        itk_formats.info(path, "truth.mha", error=PhaseError)
+    with pytest.raises(PhaseError, match="ElementDataFile = LOCAL"), organizer_file():
+        itk_formats.info(path, "truth.mha")
     from evaluation.suites.annotators.inputs import annotation_voxels
 
     with Opens(layout.labels) as opens:
@@ -638,9 +638,9 @@ def test_organizer_files_raise_phase_errors(tmp_path):
 def test_symlinks_and_bad_names_are_refused(tmp_path):
     layout = Layout(tmp_path)
     (layout.sub / "a.mha").symlink_to(layout.labels / "case_1.mha")
-    with pytest.raises(SubmissionError, match="symbolic link"):
+    with pytest.raises(Unusable, match="symbolic link"):
         itk_formats.check(layout.sub / "a.mha")
-    with pytest.raises(SubmissionError, match="UTF-8"):
+    with pytest.raises(Unusable, match="UTF-8"):
         itk_formats.check(layout.sub / "b\udcff.mha")
 
 
@@ -875,7 +875,7 @@ def _nrrd_files(draw, decoys: Path):
 def _accepted(path: Path) -> bool:
     try:
         itk_formats.info(path)
-    except SubmissionError:
+    except Unusable:
         return False
     return True
 
@@ -986,7 +986,7 @@ def _valid_files(folder: Path) -> dict[str, bytes]:
 def _read_task(payload: dict) -> dict:
     try:
         volume = images.read(Path(payload["path"]), max_voxels=payload.get("max_voxels"))
-    except SubmissionError as exc:
+    except Unusable as exc:
         return {"refused": str(exc)}
     return {"shape": list(volume.array.shape)}
 

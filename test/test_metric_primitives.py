@@ -5,10 +5,11 @@ import math
 import cc3d
 import numpy as np
 import pytest
+from helpers.hausdorff_reference import capped_hausdorff_padded_roi
 
 from evaluation.metrics import binary
 from evaluation.metrics import hausdorff as hausdorff_module
-from evaluation.metrics.hausdorff import box_gap, capped_hausdorff_padded_roi, identity, label_boxes
+from evaluation.metrics.hausdorff import box_gap, identity, label_boxes
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi

@@ -8,7 +8,7 @@ import SimpleITK as sitk
 import tifffile
 import zarr
 
-from evaluation.errors import SubmissionError
+from evaluation.errors import SubmissionError, Unusable
 from evaluation.readers import images
 from evaluation.submission import Submission
 
@@ -46,13 +46,13 @@ def test_tiff_npy_hdf5_and_zarr(tmp_path):
 def test_metaimage_with_external_data_is_refused(tmp_path):
     header = "ObjectType = Image\nNDims = 3\nDimSize = 4 3 2\nElementType = MET_USHORT\nElementDataFile = /etc/secret.raw\n"
     (tmp_path / "a.mha").write_text(header)
-    with pytest.raises(SubmissionError, match="ElementDataFile = LOCAL"):
+    with pytest.raises(Unusable, match="ElementDataFile = LOCAL"):
         images.read(tmp_path / "a.mha")
 
 
 def test_pickled_numpy_is_never_loaded(tmp_path):
     np.save(tmp_path / "a.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(SubmissionError, match="pickled"):
+    with pytest.raises(Unusable, match="pickled"):
         images.read(tmp_path / "a.npy")
 
 
@@ -61,11 +61,11 @@ def test_hdf5_links_and_ambiguity_are_refused(tmp_path):
         f["truth"] = LABELS
     with h5py.File(tmp_path / "a.h5", "w") as f:
         f["pred"] = h5py.ExternalLink(str(tmp_path / "secret.h5"), "truth")
-    with pytest.raises(SubmissionError, match="link"):
+    with pytest.raises(Unusable, match="link"):
         images.read(tmp_path / "a.h5", key="pred")
     with h5py.File(tmp_path / "two.h5", "w") as f:
         f["a"], f["b"] = LABELS, LABELS
-    with pytest.raises(SubmissionError, match="2 datasets"):
+    with pytest.raises(Unusable, match="2 datasets"):
         images.read(tmp_path / "two.h5")
     assert (images.read(tmp_path / "two.h5", key="b").array == LABELS).all()
 
@@ -73,21 +73,21 @@ def test_hdf5_links_and_ambiguity_are_refused(tmp_path):
 def test_truncated_file_is_a_submission_error(tmp_path):
     path = _mha(tmp_path / "a.mha", np.zeros((40, 40, 40), np.uint8))
     path.write_bytes(path.read_bytes()[:5000])
-    with pytest.raises(SubmissionError, match="a.mha"):
+    with pytest.raises(Unusable, match="a.mha"):
         images.read(path)
 
 
 def test_geometry_mismatches_are_named():
     truth = images.Volume(LABELS, spacing=(2.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), direction=tuple(np.eye(3).ravel()))
     images.check_geometry(images.Volume(LABELS.copy(), (2.0, 1.0, 1.0)), truth, "case1")  # unknown origin: not compared
-    with pytest.raises(SubmissionError, match="shape"):
+    with pytest.raises(Unusable, match="shape"):
         images.check_geometry(images.Volume(LABELS[:1]), truth, "case1")
-    with pytest.raises(SubmissionError, match="spacing"):
+    with pytest.raises(Unusable, match="spacing"):
         images.check_geometry(images.Volume(LABELS, spacing=(1.0, 1.0, 1.0)), truth, "case1")
-    with pytest.raises(SubmissionError, match="origin"):
+    with pytest.raises(Unusable, match="origin"):
         images.check_geometry(images.Volume(LABELS, origin=(0.0, 0.0, 5.0)), truth, "case1")
     flipped = tuple(np.diag([1.0, -1.0, 1.0]).ravel())
-    with pytest.raises(SubmissionError, match="direction"):
+    with pytest.raises(Unusable, match="direction"):
         images.check_geometry(images.Volume(LABELS, direction=flipped), truth, "case1")
 
 
@@ -113,7 +113,7 @@ def test_shape_is_probed_before_loading(tmp_path):
         f["x"] = big
     for name in ("a.mha", "a.npy", "a.tif", "a.h5"):
         assert images.probe_shape(tmp_path / name) == (40, 50, 60), name
-        with pytest.raises(SubmissionError, match=r"has shape \(40, 50, 60\), more voxels"):
+        with pytest.raises(Unusable, match=r"has shape \(40, 50, 60\), more voxels"):
             images.read(tmp_path / name, max_voxels=1000)
         assert images.read(tmp_path / name, max_voxels=big.size).array.shape == big.shape
 
@@ -123,5 +123,5 @@ def test_truncated_tiff_is_refused_not_read_as_blank(tmp_path):
     tifffile.imwrite(tmp_path / "a.tif", LABELS, photometric="minisblack")
     data = (tmp_path / "a.tif").read_bytes()
     (tmp_path / "a.tif").write_bytes(data[: len(data) - 150])
-    with pytest.raises(SubmissionError, match="a.tif"):
+    with pytest.raises(Unusable, match="a.tif"):
         images.read(tmp_path / "a.tif")

@@ -347,7 +347,7 @@ def test_rasterize_command_writes_the_reference_volumes(tmp_path):
     from evaluation.readers.slabs import open_slabs
 
     for name, suffix in suffixes.items():
-        with open_slabs(phase / "labels" / f"{name}{suffix}", trusted=True) as labels:
+        with open_slabs(phase / "labels" / f"{name}{suffix}") as labels:
             assert np.array_equal(labels.read(0, labels.shape[0]), case(name)["gt"])
     submission = tmp_path / "input"
     submission.mkdir()

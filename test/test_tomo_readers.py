@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from helpers.tomo import write_volume
 
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, Unusable, organizer_file
 from evaluation.readers.slabs import map_slabs, open_slabs, slab_bounds
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary
 
@@ -30,13 +30,13 @@ def test_truncated_and_pickled_npy_are_refused(tmp_path):
     np.save(tmp_path / "t.npy", VOLUME)
     data = (tmp_path / "t.npy").read_bytes()
     (tmp_path / "t.npy").write_bytes(data[:-10])
-    with pytest.raises(SubmissionError, match="shorter than its header"):
+    with pytest.raises(Unusable, match="shorter than its header"):
         open_slabs(tmp_path / "t.npy")
     np.save(tmp_path / "o.npy", np.array([None, 1], dtype=object), allow_pickle=True)
-    with pytest.raises(SubmissionError, match="holds object values"):
+    with pytest.raises(Unusable, match="holds object values"):
         open_slabs(tmp_path / "o.npy")
-    with pytest.raises(PhaseError):  # the organiser's files fail as phase errors
-        open_slabs(tmp_path / "o.npy", trusted=True)
+    with pytest.raises(PhaseError), organizer_file():  # the organiser's files fail as phase errors
+        open_slabs(tmp_path / "o.npy")
 
 
 def test_binarize_is_greater_than_one_half():
@@ -58,7 +58,7 @@ def test_open_binary_packed_plain_and_window(tmp_path):
     plain = write_volume(tmp_path / "s.npy", stack)
     windowed = open_binary(plain, (6, 4, 8), "s.npy", Window(3, 9, 10))
     assert not windowed.packed and np.array_equal(windowed.slab(0, 6), truth)
-    with pytest.raises(SubmissionError, match=r"s.npy: has shape \(10, 4, 8\); expected \(6, 4, 8\) or \(3, 2, 4\)"):
+    with pytest.raises(Unusable, match=r"s.npy: has shape \(10, 4, 8\); expected \(6, 4, 8\) or \(3, 2, 4\)"):
         open_binary(plain, (6, 4, 8), "s.npy")
 
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
-from evaluation.errors import PhaseError, SubmissionError
-from evaluation.readers import zarr_store
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
+from evaluation.readers import limits, zarr_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -63,9 +63,9 @@ def write(path: Path, data: np.ndarray, written=WRITTEN, **options):
     return array
 
 
-def same_as_zarr(path: Path, regions=REGIONS, trusted=False) -> zarr_store.Array:
+def same_as_zarr(path: Path, regions=REGIONS) -> zarr_store.Array:
     """Every region read by our reader equals zarr-python's read, in native byte order."""
-    ours = zarr_store.open_array(path, "crop1/label", trusted=trusted)
+    ours = zarr_store.open_array(path, "crop1/label")
     theirs = zarr.open_array(str(path), mode="r")
     assert ours.shape == tuple(theirs.shape)
     assert ours.dtype == np.dtype(theirs.dtype).newbyteorder("=") and ours.dtype.isnative
@@ -347,14 +347,14 @@ def test_hierarchy(tmp_path):
 def test_trusted_problems_are_phase_errors(tmp_path):
     write(tmp_path / "a", values("<u2"), chunks=CHUNKS, zarr_format=2)
     (tmp_path / "a" / "0.0.0").write_bytes(b"garbage" * 5)
-    truth = zarr_store.open_array(tmp_path / "a", "truth array", trusted=True)
-    with pytest.raises(PhaseError, match="truth array: chunk 0.0.0 cannot be read"):
+    truth = zarr_store.open_array(tmp_path / "a", "truth array")
+    with pytest.raises(PhaseError, match="truth array: chunk 0.0.0 cannot be read"), organizer_file():
         truth[...]
-    with pytest.raises(SubmissionError, match="crop1/a: chunk 0.0.0 cannot be read"):
-        zarr_store.read_array(truth, "crop1/a", trusted=False)
+    with pytest.raises(SubmissionError, match="crop1/a: chunk 0.0.0 cannot be read"), participant_file():
+        zarr_store.read_array(truth, "crop1/a")
     edit(tmp_path / "a", compressor={"id": "pickle"})
-    with pytest.raises(PhaseError, match="pickle"):
-        zarr_store.open_array(tmp_path / "a", "truth array", trusted=True)
+    with pytest.raises(PhaseError, match="pickle"), organizer_file():
+        zarr_store.open_array(tmp_path / "a", "truth array")
 
 
 def test_reads_on_threads_share_one_array(tmp_path):
@@ -397,10 +397,9 @@ def zarray(folder: Path, **fields) -> Path:
     return folder
 
 
-def refused(path: Path, *words: str, read=False, trusted=False):
-    error = PhaseError if trusted else SubmissionError
-    with pytest.raises(error) as caught:
-        array = zarr_store.open_array(path, "crop1/mito", trusted=trusted)
+def refused(path: Path, *words: str, read=False):
+    with pytest.raises(Unusable) as caught:
+        array = zarr_store.open_array(path, "crop1/mito")
         if read:
             array[...]
     message = str(caught.value)
@@ -629,10 +628,10 @@ def test_unreadable_attributes_are_refused_not_ignored(tmp_path):
     read refuses the array instead of scoring it without."""
     write(tmp_path / "a", values("<u1"), chunks=CHUNKS, zarr_format=2)
     (tmp_path / "a" / ".zattrs").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    with pytest.raises(SubmissionError, match="nested"):
+    with pytest.raises(Unusable, match="nested"):
         zarr_store.open_array(tmp_path / "a", "x")
     (tmp_path / "a" / ".zattrs").write_text("[1, 2]")
-    with pytest.raises(SubmissionError, match="JSON object"):
+    with pytest.raises(Unusable, match="JSON object"):
         zarr_store.open_array(tmp_path / "a", "x")
     (tmp_path / "a" / ".zattrs").unlink()
     assert zarr_store.open_array(tmp_path / "a", "x").attrs == {}
@@ -664,26 +663,26 @@ def test_fifo_chunk_and_metadata_never_block(tmp_path):
     (folder / ".zattrs").unlink(missing_ok=True)
     os.mkfifo(folder / ".zattrs")
     outcome = _without_blocking(lambda: zarr_store.open_array(folder, "crop1/mito"))
-    assert isinstance(outcome.get("error"), SubmissionError) and "named pipe" in str(outcome["error"])
+    assert isinstance(outcome.get("error"), Unusable) and "named pipe" in str(outcome["error"])
     (folder / ".zattrs").unlink()
     outcome = _without_blocking(lambda: zarr_store.open_array(folder, "crop1/mito"))
     array = outcome["value"]
     outcome = _without_blocking(lambda: array[...])
-    assert isinstance(outcome.get("error"), SubmissionError) and "FIFO" in str(outcome["error"])
-    with pytest.raises(SubmissionError, match="FIFO"):  # the chunk files are listed, and checked, once for all
+    assert isinstance(outcome.get("error"), Unusable) and "FIFO" in str(outcome["error"])
+    with pytest.raises(Unusable, match="FIFO"):  # the chunk files are listed, and checked, once for all
         array[5:, 4:]
     (folder / "0.0.0").unlink()
     assert np.array_equal(zarr_store.open_array(folder, "crop1/mito")[5:, 4:], expected)
     os.unlink(folder / ".zarray")
     os.mkfifo(folder / ".zarray")
     outcome = _without_blocking(lambda: zarr_store.open_array(folder, "crop1/mito"))
-    assert isinstance(outcome.get("error"), SubmissionError) and "FIFO" in str(outcome["error"])
+    assert isinstance(outcome.get("error"), Unusable) and "FIFO" in str(outcome["error"])
     v3 = tmp_path / "b"
     write(v3, values("<u2"), chunks=CHUNKS)
     os.unlink(v3 / "c" / "0" / "0" / "0")
     os.mkfifo(v3 / "c" / "0" / "0" / "0")
     outcome = _without_blocking(lambda: zarr_store.open_array(v3, "crop1/mito")[...])
-    assert isinstance(outcome.get("error"), SubmissionError) and "FIFO" in str(outcome["error"])
+    assert isinstance(outcome.get("error"), Unusable) and "FIFO" in str(outcome["error"])
     assert _without_blocking(lambda: zarr_store.node_kind(v3))["value"] == zarr_store.ARRAY
 
 
@@ -758,7 +757,7 @@ def test_truncated_and_garbage_chunks_are_refused_naming_the_array(tmp_path, nam
             chunk.write_bytes(bytes(changed))
         try:
             result = zarr_store.open_array(folder, "crop1/mito")[...]
-        except SubmissionError as exc:
+        except Unusable as exc:
             assert str(exc).startswith("crop1/mito") and "cannot be read" in str(exc) and "\n" not in str(exc)
         else:  # only a flipped uncompressed or lightly framed chunk can still decode: to some data
             assert variant == "flipped" and result.shape == data.shape
@@ -823,7 +822,7 @@ def test_too_many_chunk_files_are_refused(tmp_path, monkeypatch):
     folder = zarray(tmp_path / "a", shape=[64], chunks=[1], dtype="|u1")
     for i in range(40):
         (folder / str(i)).write_bytes(b"\x01")
-    monkeypatch.setattr(zarr_store, "MAX_STORED_ENTRIES", 30)
+    monkeypatch.setattr(limits, "ZARR_MAX_STORED_ENTRIES", 30)
     refused(folder, "more than 30 files", read=True)
 
 
@@ -902,13 +901,13 @@ _READ_BOUNDED = """
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
 from pathlib import Path
-from evaluation.errors import SubmissionError
-from evaluation.readers import zarr_store
+from evaluation.errors import Unusable
+from evaluation.readers import limits, zarr_store
 started = time.perf_counter()
 try:
     zarr_store.open_array(Path(sys.argv[1]), "crop1/mito")[...]
     print("READ")
-except SubmissionError as exc:
+except Unusable as exc:
     print("REFUSED", round(time.perf_counter() - started, 3), exc)
 """
 
@@ -1144,7 +1143,7 @@ def test_fuzzed_arrays_read_correctly_or_are_refused(tmp_path_factory, fuzz_seed
     try:
         try:
             array = zarr_store.open_array(folder, "crop1/mito")
-        except SubmissionError:
+        except Unusable:
             return
         assert array.dtype.isnative and array.dtype.kind in "biuf"
         assert array.attrs is not None and isinstance(zarr_store.attributes(array), dict)
@@ -1152,7 +1151,7 @@ def test_fuzzed_arrays_read_correctly_or_are_refused(tmp_path_factory, fuzz_seed
         try:
             result = array[region]
             stored = array.stored(region)
-        except SubmissionError:
+        except Unusable:
             return
         expected_shape = array.shape if region is Ellipsis else tuple(min(2, n) for n in array.shape)
         assert result.shape == expected_shape and result.dtype == array.dtype
@@ -1170,7 +1169,7 @@ def test_images_probe_the_shape_of_a_zarr_from_its_metadata(tmp_path):
     folder = zarray(tmp_path / "a.zarr", shape=[1500, 1500, 1500], chunks=[100, 100, 100])
     (folder / "0.0.0").write_bytes(b"never decoded")
     assert images.probe_shape(folder) == (1500, 1500, 1500)
-    with pytest.raises(SubmissionError, match="more voxels than the 1000"):
+    with pytest.raises(Unusable, match="more voxels than the 1000"):
         images.read(folder, max_voxels=1000)
 
 

@@ -188,123 +188,124 @@ def _farthest(points: np.ndarray, nearest: _Nearest, cap: float) -> float:
     return max(best, float(nearest(candidates).max())) if len(candidates) else best
 
 
-if numba is not None:
+@numba.njit(inline="always")
+def _square(a):
+    return a * a
 
-    @numba.njit(inline="always")
-    def _square(a):
-        return a * a
 
-    @numba.njit(inline="always")
-    def _axis1_min(g, z, y, x, vy):
-        """min over y' of ``g[z, y', x] + ((y - y') * vy) ** 2`` and the steps taken: outward
-        from y while the term alone is below the best value (``g >= 0`` and rounding is
-        monotone, so no farther y' can give less)."""
-        ny = g.shape[1]
-        best = g[z, y, x]
-        d = 1
-        while True:
-            t = _square(d * vy)
-            if t >= best or (y < d and y + d >= ny):
-                return best, d
-            if y >= d:
-                best = min(best, g[z, y - d, x] + t)
-            if y + d < ny:
-                best = min(best, g[z, y + d, x] + t)
-            d += 1
+@numba.njit(inline="always")
+def _axis1_min(g, z, y, x, vy):
+    """min over y' of ``g[z, y', x] + ((y - y') * vy) ** 2`` and the steps taken: outward
+    from y while the term alone is below the best value (``g >= 0`` and rounding is
+    monotone, so no farther y' can give less)."""
+    ny = g.shape[1]
+    best = g[z, y, x]
+    d = 1
+    while True:
+        t = _square(d * vy)
+        if t >= best or (y < d and y + d >= ny):
+            return best, d
+        if y >= d:
+            best = min(best, g[z, y - d, x] + t)
+        if y + d < ny:
+            best = min(best, g[z, y + d, x] + t)
+        d += 1
 
-    @numba.njit(cache=True, nogil=True)
-    def _scan_farthest(source, target, vs, cap, budget):
-        """max over the voxels of ``source & ~target`` of their distance to ``target`` (3-D,
-        both on one box), or -1.0 after more than ``budget`` steps; a value >= cap as soon as
-        one is found.
 
-        The squared distance is the smallest over all target voxels of the reference's
-        arithmetic ``((dz * vz) ** 2 + (dy * vy) ** 2) + (dx * vx) ** 2`` (module docstring),
-        exactly: the first term from each column's nearest target voxel, then axis by axis the
-        smallest sum of the previous axes' minimum and the new term, which is the smallest sum
-        over all target voxels because ``fl(a + t)`` never decreases as ``a`` grows. Axis 1's
-        minima are computed only where axis 2 reads them, and a voxel is dropped as soon as it
-        cannot beat the largest distance found."""
-        nz, ny, nx = target.shape
-        g = np.empty((nz, ny, nx))
-        last = np.full((ny, nx), -1, np.int64)
-        for z in range(nz):  # axis 0: down, then up
-            for y in range(ny):
-                for x in range(nx):
-                    if target[z, y, x]:
-                        last[y, x] = z
-                    g[z, y, x] = np.inf if last[y, x] < 0 else _square((z - last[y, x]) * vs[0])
-        last[:] = -1
-        for z in range(nz - 1, -1, -1):
-            for y in range(ny):
-                for x in range(nx):
-                    if target[z, y, x]:
-                        last[y, x] = z
-                    if last[y, x] >= 0:
-                        g[z, y, x] = min(g[z, y, x], _square((last[y, x] - z) * vs[0]))
-        h = np.full((nz, ny, nx), -1.0)  # axis 1's minima where axis 2 has asked for them
-        top, steps = 0.0, 0
-        for z in range(nz):
-            for y in range(ny):
-                for x in range(nx):
-                    if not source[z, y, x] or target[z, y, x]:
-                        continue
-                    d = 0
-                    best = np.inf
-                    while best > top:
-                        t = _square(d * vs[2])
-                        if t >= best or (x < d and x + d >= nx):
-                            break
-                        for at in (x - d, x + d):
-                            if 0 <= at < nx:
-                                if h[z, y, at] < 0:
-                                    h[z, y, at], taken = _axis1_min(g, z, y, at, vs[1])
-                                    steps += taken
-                                best = min(best, h[z, y, at] + t)
-                        d += 1
-                    steps += d
-                    if steps > budget:
-                        return -1.0
-                    if best > top:
-                        top = best
-                        if math.sqrt(top) >= cap:
-                            return math.sqrt(top)
-        return math.sqrt(top)
+@numba.njit(cache=True, nogil=True)
+def _scan_farthest(source, target, vs, cap, budget):
+    """max over the voxels of ``source & ~target`` of their distance to ``target`` (3-D,
+    both on one box), or -1.0 after more than ``budget`` steps; a value >= cap as soon as
+    one is found.
 
-    @numba.njit(cache=True, nogil=True)
-    def _points_farthest(outside, boundary, vs, cap, budget):
-        """max over the ``outside`` points (rows) of the smallest reference-arithmetic distance
-        to a ``boundary`` point (rows sorted by z), or -1.0 after more than ``budget`` steps; a
-        value >= cap as soon as one is found. Each point visits the boundary points in order of
-        their z gap, stopping when the gap's term alone reaches the best distance (no later
-        point can be nearer) or the best falls to the largest distance found (the point
-        cannot raise it)."""
-        m = boundary.shape[0]
-        top, steps = 0.0, 0
-        for i in range(outside.shape[0]):
-            z, y, x = outside[i, 0], outside[i, 1], outside[i, 2]
-            hi = np.searchsorted(boundary[:, 0], z)
-            lo = hi - 1
-            best = np.inf
-            while best > top and (lo >= 0 or hi < m):
-                below = lo >= 0 and (hi >= m or z - boundary[lo, 0] <= boundary[hi, 0] - z)
-                j = lo if below else hi
-                t = _square((boundary[j, 0] - z) * vs[0])
-                if t >= best:
-                    break
-                best = min(best, (t + _square((boundary[j, 1] - y) * vs[1])) + _square((boundary[j, 2] - x) * vs[2]))
-                if below:
-                    lo -= 1
-                else:
-                    hi += 1
-                steps += 1
-            if steps > budget:
-                return -1.0
-            if best > top:
-                top = best
-                if math.sqrt(top) >= cap:
-                    return math.sqrt(top)
-        return math.sqrt(top)
+    The squared distance is the smallest over all target voxels of the reference's
+    arithmetic ``((dz * vz) ** 2 + (dy * vy) ** 2) + (dx * vx) ** 2`` (module docstring),
+    exactly: the first term from each column's nearest target voxel, then axis by axis the
+    smallest sum of the previous axes' minimum and the new term, which is the smallest sum
+    over all target voxels because ``fl(a + t)`` never decreases as ``a`` grows. Axis 1's
+    minima are computed only where axis 2 reads them, and a voxel is dropped as soon as it
+    cannot beat the largest distance found."""
+    nz, ny, nx = target.shape
+    g = np.empty((nz, ny, nx))
+    last = np.full((ny, nx), -1, np.int64)
+    for z in range(nz):  # axis 0: down, then up
+        for y in range(ny):
+            for x in range(nx):
+                if target[z, y, x]:
+                    last[y, x] = z
+                g[z, y, x] = np.inf if last[y, x] < 0 else _square((z - last[y, x]) * vs[0])
+    last[:] = -1
+    for z in range(nz - 1, -1, -1):
+        for y in range(ny):
+            for x in range(nx):
+                if target[z, y, x]:
+                    last[y, x] = z
+                if last[y, x] >= 0:
+                    g[z, y, x] = min(g[z, y, x], _square((last[y, x] - z) * vs[0]))
+    h = np.full((nz, ny, nx), -1.0)  # axis 1's minima where axis 2 has asked for them
+    top, steps = 0.0, 0
+    for z in range(nz):
+        for y in range(ny):
+            for x in range(nx):
+                if not source[z, y, x] or target[z, y, x]:
+                    continue
+                d = 0
+                best = np.inf
+                while best > top:
+                    t = _square(d * vs[2])
+                    if t >= best or (x < d and x + d >= nx):
+                        break
+                    for at in (x - d, x + d):
+                        if 0 <= at < nx:
+                            if h[z, y, at] < 0:
+                                h[z, y, at], taken = _axis1_min(g, z, y, at, vs[1])
+                                steps += taken
+                            best = min(best, h[z, y, at] + t)
+                    d += 1
+                steps += d
+                if steps > budget:
+                    return -1.0
+                if best > top:
+                    top = best
+                    if math.sqrt(top) >= cap:
+                        return math.sqrt(top)
+    return math.sqrt(top)
+
+
+@numba.njit(cache=True, nogil=True)
+def _points_farthest(outside, boundary, vs, cap, budget):
+    """max over the ``outside`` points (rows) of the smallest reference-arithmetic distance
+    to a ``boundary`` point (rows sorted by z), or -1.0 after more than ``budget`` steps; a
+    value >= cap as soon as one is found. Each point visits the boundary points in order of
+    their z gap, stopping when the gap's term alone reaches the best distance (no later
+    point can be nearer) or the best falls to the largest distance found (the point
+    cannot raise it)."""
+    m = boundary.shape[0]
+    top, steps = 0.0, 0
+    for i in range(outside.shape[0]):
+        z, y, x = outside[i, 0], outside[i, 1], outside[i, 2]
+        hi = np.searchsorted(boundary[:, 0], z)
+        lo = hi - 1
+        best = np.inf
+        while best > top and (lo >= 0 or hi < m):
+            below = lo >= 0 and (hi >= m or z - boundary[lo, 0] <= boundary[hi, 0] - z)
+            j = lo if below else hi
+            t = _square((boundary[j, 0] - z) * vs[0])
+            if t >= best:
+                break
+            best = min(best, (t + _square((boundary[j, 1] - y) * vs[1])) + _square((boundary[j, 2] - x) * vs[2]))
+            if below:
+                lo -= 1
+            else:
+                hi += 1
+            steps += 1
+        if steps > budget:
+            return -1.0
+        if best > top:
+            top = best
+            if math.sqrt(top) >= cap:
+                return math.sqrt(top)
+    return math.sqrt(top)
 
 
 def _search(kernel, *args) -> float | None:
@@ -325,12 +326,12 @@ def _scanned(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap
 def warm_up() -> None:
     """Compile (or load from numba's cache) the two searches once, e.g. in a parent process
     before it forks a worker per task."""
-    if jit.compiled():
-        try:
-            _scan_farthest(np.ones((1, 1, 2), bool), np.eye(1, 2, dtype=bool)[None], np.ones(3), 1.0, 1)
-            _points_farthest(np.zeros((1, 3), np.int64), np.ones((1, 3), np.int64), np.ones(3), 1.0, 1)
-        except Exception as exc:
-            jit.disable(exc)
+
+    def compile_all():
+        _scan_farthest(np.ones((1, 1, 2), bool), np.eye(1, 2, dtype=bool)[None], np.ones(3), 1.0, 1)
+        _points_farthest(np.zeros((1, 3), np.int64), np.ones((1, 3), np.int64), np.ones(3), 1.0, 1)
+
+    jit.warm_up("Hausdorff searches", compile_all, [__file__])
 
 
 def _directed_dense(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap: float = math.inf) -> float:
@@ -615,26 +616,3 @@ def capped_hausdorff(truth: np.ndarray, pieces: np.ndarray, piece_ids, ids, voxe
 def identity(labels: np.ndarray) -> np.ndarray:
     """``piece_ids`` for a label image used directly as its own pieces."""
     return np.arange(int(labels.max()) + 1 if labels.size else 1)
-
-
-def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, cap: float) -> np.ndarray:
-    """The reference's own algorithm on two label images (ROI = union box padded by
-    ceil(cap / vs) + 2, two full transforms per id). Orders of magnitude slower; kept as the
-    executable specification that tests and ``bench/`` compare the fast path against."""
-    from scipy import ndimage
-
-    vs = np.asarray(voxel_size, dtype=np.float64)[-a.ndim :]
-    pad = np.ceil(cap / vs).astype(int) + 2
-    boxes_a, boxes_b = label_boxes(a), label_boxes(b)
-    out = np.empty(len(ids), dtype=np.float32)
-    for i, g in enumerate(int(x) for x in ids):
-        box = _union([boxes_a[g], boxes_b.get(g, boxes_a[g])])
-        roi = tuple(slice(max(0, s.start - p), min(n, s.stop + p)) for s, p, n in zip(box, pad, a.shape))
-        in_a, in_b = a[roi] == g, b[roi] == g
-        if not in_b.any():
-            out[i] = cap
-            continue
-        fwd = ndimage.distance_transform_edt(~in_b, sampling=vs)[in_a].max()
-        bwd = ndimage.distance_transform_edt(~in_a, sampling=vs)[in_b].max()
-        out[i] = min(max(fwd, bwd), cap)
-    return out

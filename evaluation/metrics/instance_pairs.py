@@ -10,33 +10,33 @@ sizes are counted in the same pass, and only voxels in both foregrounds produce 
 
 import numpy as np
 
+from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
 from evaluation.metrics.overlap import contingency
 
 DIRECT_IDS = 1 << 24  # larger ids are counted by sorting (metrics.overlap.contingency)
 
 
-if numba is not None:
+@numba.njit(cache=True, nogil=True)
+def _presence(ref, pred, ref_count, pred_count):  # pragma: no cover - compiled
+    both = 0
+    for i in range(ref.size):
+        r, p = ref[i], pred[i]
+        ref_count[r] += 1
+        pred_count[p] += 1
+        if r != 0 and p != 0:
+            both += 1
+    return both
 
-    @numba.njit(cache=True, nogil=True)
-    def _presence(ref, pred, ref_count, pred_count):  # pragma: no cover - compiled
-        both = 0
-        for i in range(ref.size):
-            r, p = ref[i], pred[i]
-            ref_count[r] += 1
-            pred_count[p] += 1
-            if r != 0 and p != 0:
-                both += 1
-        return both
 
-    @numba.njit(cache=True, nogil=True)
-    def _keys(ref, pred, ref_rank, pred_rank, width, keys):  # pragma: no cover - compiled
-        k = 0
-        for i in range(ref.size):
-            r, p = ref[i], pred[i]
-            if r != 0 and p != 0:
-                keys[k] = ref_rank[r] * width + pred_rank[p]
-                k += 1
+@numba.njit(cache=True, nogil=True)
+def _keys(ref, pred, ref_rank, pred_rank, width, keys):  # pragma: no cover - compiled
+    k = 0
+    for i in range(ref.size):
+        r, p = ref[i], pred[i]
+        if r != 0 and p != 0:
+            keys[k] = ref_rank[r] * width + pred_rank[p]
+            k += 1
 
 
 def overlaps(ref: np.ndarray, pred: np.ndarray):
@@ -44,7 +44,7 @@ def overlaps(ref: np.ndarray, pred: np.ndarray):
     intersection): ids ascending and non-zero, pairs ascending by (pred, ref)."""
     ref_flat, pred_flat = (a.view(np.uint8).reshape(-1) if a.dtype == bool else a.reshape(-1) for a in (ref, pred))
     top = max(int(ref_flat.max(initial=0)), int(pred_flat.max(initial=0)))
-    if numba is None or top >= DIRECT_IDS or ref.dtype.kind not in "iub" or pred.dtype.kind not in "iub":
+    if not jit.compiled() or top >= DIRECT_IDS or ref.dtype.kind not in "iub" or pred.dtype.kind not in "iub":
         return _sorted(ref, pred)
     ref_count = np.zeros(int(ref_flat.max(initial=0)) + 1, np.int64)
     pred_count = np.zeros(int(pred_flat.max(initial=0)) + 1, np.int64)

@@ -7,184 +7,57 @@ read-only install); without it, scipy/numpy equivalents give the same results mo
 """
 
 import numpy as np
+from numba import types
+from numba.typed import Dict
 
 from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
 
-if numba is not None:
-    from numba import types
-    from numba.typed import Dict
 
-    @numba.njit(cache=True, nogil=True)
-    def _component_stats(labels, n, sizes, first, boxes, keep_runs):
-        """Sizes, first voxels and boxes from the runs of equal labels along x; the number of
-        rows holding a label; the runs themselves if ``keep_runs``. Two passes, so that no
-        array grows inside the loops."""
-        nz, ny, nx = labels.shape
-        runs = 0
-        rows = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                found = False
-                while x < nx:
-                    label = labels[z, y, x]
+@numba.njit(cache=True, nogil=True)
+def _component_stats(labels, n, sizes, first, boxes, keep_runs):
+    """Sizes, first voxels and boxes from the runs of equal labels along x; the number of
+    rows holding a label; the runs themselves if ``keep_runs``. Two passes, so that no
+    array grows inside the loops."""
+    nz, ny, nx = labels.shape
+    runs = 0
+    rows = 0
+    for z in range(nz):
+        for y in range(ny):
+            x = 0
+            found = False
+            while x < nx:
+                label = labels[z, y, x]
+                x += 1
+                if label == 0:
+                    continue
+                while x < nx and labels[z, y, x] == label:
                     x += 1
-                    if label == 0:
-                        continue
-                    while x < nx and labels[z, y, x] == label:
-                        x += 1
-                    runs += 1
-                    found = True
-                if found:
-                    rows += 1
-        kept = runs if keep_runs else 0
-        at = np.empty((kept, 3), np.int32)
-        length = np.empty(kept, np.int32)
-        which = np.empty(kept, np.int64)
-        run = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                while x < nx:
-                    k = labels[z, y, x]
-                    start = x
+                runs += 1
+                found = True
+            if found:
+                rows += 1
+    kept = runs if keep_runs else 0
+    at = np.empty((kept, 3), np.int32)
+    length = np.empty(kept, np.int32)
+    which = np.empty(kept, np.int64)
+    run = 0
+    for z in range(nz):
+        for y in range(ny):
+            x = 0
+            while x < nx:
+                k = labels[z, y, x]
+                start = x
+                x += 1
+                if k == 0:
+                    continue
+                while x < nx and labels[z, y, x] == k:
                     x += 1
-                    if k == 0:
-                        continue
-                    while x < nx and labels[z, y, x] == k:
-                        x += 1
-                    if sizes[k] == 0:
-                        first[k] = (z * ny + y) * nx + start
-                        boxes[k, 0], boxes[k, 1], boxes[k, 2] = z, y, start
-                        boxes[k, 3], boxes[k, 4], boxes[k, 5] = z + 1, y + 1, x
-                    else:
-                        if y < boxes[k, 1]:
-                            boxes[k, 1] = y
-                        if start < boxes[k, 2]:
-                            boxes[k, 2] = start
-                        boxes[k, 3] = z + 1
-                        if y + 1 > boxes[k, 4]:
-                            boxes[k, 4] = y + 1
-                        if x > boxes[k, 5]:
-                            boxes[k, 5] = x
-                    sizes[k] += x - start
-                    if keep_runs:
-                        at[run, 0], at[run, 1], at[run, 2] = z, y, start
-                        length[run] = x - start
-                        which[run] = k
-                        run += 1
-        return rows, at, length, which
-
-    @numba.njit(cache=True, nogil=True)
-    def _id_boxes(values, ids, boxes):
-        nz, ny, nx = values.shape
-        count = ids.shape[0]
-        last_v = values[0, 0, 0]
-        last_i = -1
-        for z in range(nz):
-            for y in range(ny):
-                for x in range(nx):
-                    v = values[z, y, x]
-                    if not v > 0:
-                        continue
-                    if last_i < 0 or v != last_v:
-                        lo, hi = 0, count
-                        while lo < hi:
-                            mid = (lo + hi) // 2
-                            if ids[mid] < v:
-                                lo = mid + 1
-                            else:
-                                hi = mid
-                        last_v, last_i = v, lo
-                    i = last_i
-                    if boxes[i, 3] == 0:
-                        boxes[i, 0] = z
-                        boxes[i, 1] = y
-                        boxes[i, 2] = x
-                        boxes[i, 3] = z + 1
-                        boxes[i, 4] = y + 1
-                        boxes[i, 5] = x + 1
-                    else:
-                        if y < boxes[i, 1]:
-                            boxes[i, 1] = y
-                        if x < boxes[i, 2]:
-                            boxes[i, 2] = x
-                        boxes[i, 3] = z + 1
-                        if y + 1 > boxes[i, 4]:
-                            boxes[i, 4] = y + 1
-                        if x + 1 > boxes[i, 5]:
-                            boxes[i, 5] = x + 1
-
-
-if numba is not None:
-
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def _index(ids, cache_value, cache_index, key):
-        """The index of ``key`` in ``ids`` (a typed dict), through a small direct-mapped cache."""
-        slot = (key ^ (key >> 17)) & 63
-        if cache_index[slot] >= 0 and cache_value[slot] == key:
-            return cache_index[slot]
-        if key in ids:
-            k = ids[key]
-        else:
-            k = len(ids)
-            ids[key] = k
-        cache_value[slot] = key
-        cache_index[slot] = k
-        return k
-
-    @numba.njit(cache=True, nogil=True)
-    def _overlaps(values, labels):
-        """Runs of equal (value, label) along x for values > 0: (distinct values as int64, their
-        boxes, and per run its value's index, label and length). Two passes, so that no array
-        grows inside the loops (numba then keeps them in registers)."""
-        ids = Dict.empty(key_type=types.int64, value_type=types.int64)
-        cache_value = np.zeros(64, np.int64)
-        cache_index = np.full(64, -1, np.int64)
-        nz, ny, nx = values.shape
-        runs = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                while x < nx:
-                    v = values[z, y, x]
-                    if not v > 0:
-                        x += 1
-                        continue
-                    label = labels[z, y, x]
-                    x += 1
-                    while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
-                        x += 1
-                    _index(ids, cache_value, cache_index, np.int64(v))
-                    runs += 1
-        count = len(ids)
-        id_values = np.empty(count, np.int64)
-        for key, k in ids.items():
-            id_values[k] = key
-        boxes = np.zeros((count, 6), np.int64)
-        boxes[:, 0] = boxes[:, 1] = boxes[:, 2] = 1 << 62
-        run_id = np.empty(runs, np.int64)
-        run_label = np.empty(runs, np.int64)
-        run_length = np.empty(runs, np.int64)
-        run_at = np.empty((runs, 3), np.int32)
-        run = 0
-        for z in range(nz):
-            for y in range(ny):
-                x = 0
-                while x < nx:
-                    v = values[z, y, x]
-                    if not v > 0:
-                        x += 1
-                        continue
-                    label = labels[z, y, x]
-                    start = x
-                    x += 1
-                    while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
-                        x += 1
-                    k = _index(ids, cache_value, cache_index, np.int64(v))
-                    if z < boxes[k, 0]:
-                        boxes[k, 0] = z
+                if sizes[k] == 0:
+                    first[k] = (z * ny + y) * nx + start
+                    boxes[k, 0], boxes[k, 1], boxes[k, 2] = z, y, start
+                    boxes[k, 3], boxes[k, 4], boxes[k, 5] = z + 1, y + 1, x
+                else:
                     if y < boxes[k, 1]:
                         boxes[k, 1] = y
                     if start < boxes[k, 2]:
@@ -194,12 +67,138 @@ if numba is not None:
                         boxes[k, 4] = y + 1
                     if x > boxes[k, 5]:
                         boxes[k, 5] = x
-                    run_id[run] = k
-                    run_label[run] = label
-                    run_length[run] = x - start
-                    run_at[run, 0], run_at[run, 1], run_at[run, 2] = z, y, start
+                sizes[k] += x - start
+                if keep_runs:
+                    at[run, 0], at[run, 1], at[run, 2] = z, y, start
+                    length[run] = x - start
+                    which[run] = k
                     run += 1
-        return id_values, boxes, run_id, run_label, run_length, run_at
+    return rows, at, length, which
+
+
+@numba.njit(cache=True, nogil=True)
+def _id_boxes(values, ids, boxes):
+    nz, ny, nx = values.shape
+    count = ids.shape[0]
+    last_v = values[0, 0, 0]
+    last_i = -1
+    for z in range(nz):
+        for y in range(ny):
+            for x in range(nx):
+                v = values[z, y, x]
+                if not v > 0:
+                    continue
+                if last_i < 0 or v != last_v:
+                    lo, hi = 0, count
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if ids[mid] < v:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    last_v, last_i = v, lo
+                i = last_i
+                if boxes[i, 3] == 0:
+                    boxes[i, 0] = z
+                    boxes[i, 1] = y
+                    boxes[i, 2] = x
+                    boxes[i, 3] = z + 1
+                    boxes[i, 4] = y + 1
+                    boxes[i, 5] = x + 1
+                else:
+                    if y < boxes[i, 1]:
+                        boxes[i, 1] = y
+                    if x < boxes[i, 2]:
+                        boxes[i, 2] = x
+                    boxes[i, 3] = z + 1
+                    if y + 1 > boxes[i, 4]:
+                        boxes[i, 4] = y + 1
+                    if x + 1 > boxes[i, 5]:
+                        boxes[i, 5] = x + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _index(ids, cache_value, cache_index, key):
+    """The index of ``key`` in ``ids`` (a typed dict), through a small direct-mapped cache."""
+    slot = (key ^ (key >> 17)) & 63
+    if cache_index[slot] >= 0 and cache_value[slot] == key:
+        return cache_index[slot]
+    if key in ids:
+        k = ids[key]
+    else:
+        k = len(ids)
+        ids[key] = k
+    cache_value[slot] = key
+    cache_index[slot] = k
+    return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _overlaps(values, labels):
+    """Runs of equal (value, label) along x for values > 0: (distinct values as int64, their
+    boxes, and per run its value's index, label and length). Two passes, so that no array
+    grows inside the loops (numba then keeps them in registers)."""
+    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+    cache_value = np.zeros(64, np.int64)
+    cache_index = np.full(64, -1, np.int64)
+    nz, ny, nx = values.shape
+    runs = 0
+    for z in range(nz):
+        for y in range(ny):
+            x = 0
+            while x < nx:
+                v = values[z, y, x]
+                if not v > 0:
+                    x += 1
+                    continue
+                label = labels[z, y, x]
+                x += 1
+                while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
+                    x += 1
+                _index(ids, cache_value, cache_index, np.int64(v))
+                runs += 1
+    count = len(ids)
+    id_values = np.empty(count, np.int64)
+    for key, k in ids.items():
+        id_values[k] = key
+    boxes = np.zeros((count, 6), np.int64)
+    boxes[:, 0] = boxes[:, 1] = boxes[:, 2] = 1 << 62
+    run_id = np.empty(runs, np.int64)
+    run_label = np.empty(runs, np.int64)
+    run_length = np.empty(runs, np.int64)
+    run_at = np.empty((runs, 3), np.int32)
+    run = 0
+    for z in range(nz):
+        for y in range(ny):
+            x = 0
+            while x < nx:
+                v = values[z, y, x]
+                if not v > 0:
+                    x += 1
+                    continue
+                label = labels[z, y, x]
+                start = x
+                x += 1
+                while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
+                    x += 1
+                k = _index(ids, cache_value, cache_index, np.int64(v))
+                if z < boxes[k, 0]:
+                    boxes[k, 0] = z
+                if y < boxes[k, 1]:
+                    boxes[k, 1] = y
+                if start < boxes[k, 2]:
+                    boxes[k, 2] = start
+                boxes[k, 3] = z + 1
+                if y + 1 > boxes[k, 4]:
+                    boxes[k, 4] = y + 1
+                if x > boxes[k, 5]:
+                    boxes[k, 5] = x
+                run_id[run] = k
+                run_label[run] = label
+                run_length[run] = x - start
+                run_at[run, 0], run_at[run, 1], run_at[run, 2] = z, y, start
+                run += 1
+    return id_values, boxes, run_id, run_label, run_length, run_at
 
 
 def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
@@ -326,9 +325,8 @@ def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
     """Compile (or load from numba's cache) the kernels for these dtypes once, e.g. in a parent
     process before it forks a worker per task, so that no worker pays for it. If compiling
     fails, the numpy equivalents are used from then on (same results, slower)."""
-    if not jit.compiled():
-        return
-    try:
+
+    def compile_all():
         for label_dtype in label_dtypes:
             labels = np.zeros((1, 1, 2), label_dtype)
             for keep in (False, True):
@@ -337,18 +335,16 @@ def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
                 value_dtype = np.dtype(value_dtype)
                 _overlaps(np.zeros((1, 1, 2), np.uint8 if value_dtype.kind == "b" else value_dtype), labels)
         _paint(np.zeros((1, 1, 2), bool), np.zeros((1, 3), np.int32), np.ones(1, np.int32), np.zeros(3, np.int64))
-    except Exception as exc:
-        jit.disable(exc)
+
+    jit.warm_up("label statistics", compile_all, [__file__])
 
 
-if numba is not None:
-
-    @numba.njit(cache=True, nogil=True)
-    def _paint(mask, at, length, origin):
-        for i in range(at.shape[0]):
-            z, y, x = at[i, 0] - origin[0], at[i, 1] - origin[1], at[i, 2] - origin[2]
-            for j in range(x, x + length[i]):
-                mask[z, y, j] = True
+@numba.njit(cache=True, nogil=True)
+def _paint(mask, at, length, origin):
+    for i in range(at.shape[0]):
+        z, y, x = at[i, 0] - origin[0], at[i, 1] - origin[1], at[i, 2] - origin[2]
+        for j in range(x, x + length[i]):
+            mask[z, y, j] = True
 
 
 def paint_runs(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin) -> np.ndarray:

@@ -20,15 +20,13 @@ tests are written from their geometric definitions:
   unit cubes unchanged, i.e. 1 - (faces not shared) + (edges not shared) - (corners not
   shared) == 0.
 
-Compiled with numba when available (:func:`available`). The kernels below are plain Python
+Compiled with numba (``metrics.jit``'s policy: :func:`available`). The kernels below are plain Python
 until the first thinning (or :func:`warm_up`) compiles them: numba picks the folder of its
 cache when a function is compiled, and in a read-only install that folder has to be set up
 first (:func:`_cache_folder`), which changes the environment and the temporary folder. Doing
 it then, not at import, keeps importing this module free of side effects.
 """
 
-import functools
-import importlib.util
 import os
 
 import numpy as np
@@ -37,7 +35,6 @@ from evaluation import numba_cache
 
 _KERNELS = ("_gather", "_is_simple", "_is_euler_invariant", "_thin")  # compiled in this order
 _compiled = False
-_broken = False
 
 BORDERS = ((0, -1, 0), (0, 1, 0), (0, 0, 1), (0, 0, -1), (1, 0, 0), (-1, 0, 0))  # W, E, S, N, U, B as (dz, dy, dx)
 
@@ -193,41 +190,31 @@ def _compile() -> None:
     if _compiled:
         return
     _cache_folder()
-    import numba
+    from evaluation.metrics import jit  # numba is imported here, after its cache folder is set
 
     namespace = globals()
     for name in _KERNELS:
-        namespace[name] = numba.njit(cache=True)(namespace[name])
+        namespace[name] = jit.numba.njit(cache=True)(namespace[name])
     _compiled = True
 
 
-@functools.cache
-def _numba_installed() -> bool:
-    return importlib.util.find_spec("numba") is not None
-
-
 def available() -> bool:
-    """Whether the compiled thinning can be used (numba is installed and compiling has not
-    failed); otherwise ``metrics.skeleton`` thins with scikit-image."""
-    return not _broken and _numba_installed()
+    """Whether the compiled thinning can be used (``jit``'s switch); otherwise
+    ``metrics.skeleton`` thins with scikit-image (the same skeleton, slower)."""
+    from evaluation.metrics import jit
+
+    return jit.compiled()
 
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) once, e.g. in a parent process before it forks
     its workers, so that each worker does not pay for it again. If compiling fails, the
     scikit-image path is used from then on (same results, slower)."""
-    global _broken
-    if not available():
-        return
+    from evaluation.metrics import jit
+
     mask = np.zeros((3, 3, 5), np.uint8)
     mask[1, 1, 1:4] = 1
-    try:
-        thin_box(mask)
-    except Exception as exc:  # a broken toolchain must not stop grading
-        from evaluation import log
-
-        log.get(__name__).warning("numba_unavailable", error=f"{type(exc).__name__}: {exc}")
-        _broken = True
+    jit.warm_up("Lee thinning", lambda: thin_box(mask), [__file__])
 
 
 def thin_box(mask: np.ndarray, voxels: np.ndarray | None = None) -> np.ndarray:

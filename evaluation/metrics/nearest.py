@@ -108,86 +108,90 @@ def as_3d(array: np.ndarray) -> np.ndarray:
     return array.reshape((1,) + array.shape) if array.ndim == 2 else array
 
 
-if numba is not None:
+@numba.njit(cache=True, nogil=True, inline="always")
+def mapped(lut, default, v):  # pragma: no cover - compiled
+    """``v`` through the lookup table: itself for an empty table, ``default`` beyond it."""
+    if lut.size == 0:
+        return v
+    return lut[v] if v < lut.size else default
 
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def mapped(lut, default, v):  # pragma: no cover - compiled
-        """``v`` through the lookup table: itself for an empty table, ``default`` beyond it."""
-        if lut.size == 0:
-            return v
-        return lut[v] if v < lut.size else default
 
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def _differs(labels, lut, default, z, y, x, raw, v):  # pragma: no cover - compiled
-        """Whether the element at (z, y, x) has another (relabelled) value than ``v``, the value
-        of a neighbour whose own label is ``raw``: equal labels need no lookup."""
-        other = labels[z, y, x]
-        return other != raw and mapped(lut, default, other) != v
+@numba.njit(cache=True, nogil=True, inline="always")
+def _differs(labels, lut, default, z, y, x, raw, v):  # pragma: no cover - compiled
+    """Whether the element at (z, y, x) has another (relabelled) value than ``v``, the value
+    of a neighbour whose own label is ``raw``: equal labels need no lookup."""
+    other = labels[z, y, x]
+    return other != raw and mapped(lut, default, other) != v
 
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover - compiled
-        depth, rows, columns = labels.shape
-        if (
-            y == 0
-            or y == rows - 1
-            or x == 0
-            or x == columns - 1
-            or _differs(labels, lut, default, z, y - 1, x, raw, v)
-            or _differs(labels, lut, default, z, y + 1, x, raw, v)
-            or _differs(labels, lut, default, z, y, x - 1, raw, v)
-            or _differs(labels, lut, default, z, y, x + 1, raw, v)
-        ):
-            return True
-        return not planar and (
-            z == 0
-            or z == depth - 1
-            or _differs(labels, lut, default, z - 1, y, x, raw, v)
-            or _differs(labels, lut, default, z + 1, y, x, raw, v)
-        )
 
-    @numba.njit(cache=True, nogil=True)
-    def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
-        """Marks the edges of the relabelled map (``mapped``) on ``grid``; their count."""
-        depth, rows, columns = labels.shape
-        count = 0
-        for z in range(depth):
-            for y in range(rows):
-                for x in range(columns):
-                    raw = labels[z, y, x]
-                    if raw == 0:
-                        continue
-                    v = mapped(lut, default, raw)
-                    if v != 0 and _is_edge(labels, lut, default, planar, z, y, x, raw, v):
-                        grid[z + pz, y + py, x + px] = v
-                        count += 1
-        return count
+@numba.njit(cache=True, nogil=True, inline="always")
+def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover - compiled
+    depth, rows, columns = labels.shape
+    if (
+        y == 0
+        or y == rows - 1
+        or x == 0
+        or x == columns - 1
+        or _differs(labels, lut, default, z, y - 1, x, raw, v)
+        or _differs(labels, lut, default, z, y + 1, x, raw, v)
+        or _differs(labels, lut, default, z, y, x - 1, raw, v)
+        or _differs(labels, lut, default, z, y, x + 1, raw, v)
+    ):
+        return True
+    return not planar and (
+        z == 0
+        or z == depth - 1
+        or _differs(labels, lut, default, z - 1, y, x, raw, v)
+        or _differs(labels, lut, default, z + 1, y, x, raw, v)
+    )
 
-    @numba.njit(cache=True, nogil=True)
-    def _marked(grid, index):  # pragma: no cover - compiled
-        """The flat indices of the non-zero elements of ``grid``, in raster order."""
-        count = 0
-        for i in range(grid.size):
-            if grid[i] != 0:
-                index[count] = i
-                count += 1
 
-    @numba.njit(cache=True, nogil=True)
-    def _search_any(grid, bases, steps, length, out):  # pragma: no cover - compiled
-        for i in range(bases.size):
-            out[i] = -1.0
-            for k in range(steps.size):
-                if grid[bases[i] + steps[k]] != 0:
-                    out[i] = length[k]
-                    break
+@numba.njit(cache=True, nogil=True)
+def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+    """Marks the edges of the relabelled map (``mapped``) on ``grid``; their count."""
+    depth, rows, columns = labels.shape
+    count = 0
+    for z in range(depth):
+        for y in range(rows):
+            for x in range(columns):
+                raw = labels[z, y, x]
+                if raw == 0:
+                    continue
+                v = mapped(lut, default, raw)
+                if v != 0 and _is_edge(labels, lut, default, planar, z, y, x, raw, v):
+                    grid[z + pz, y + py, x + px] = v
+                    count += 1
+    return count
 
-    @numba.njit(cache=True, nogil=True)
-    def _search_label(grid, bases, wanted, steps, length, out):  # pragma: no cover - compiled
-        for i in range(bases.size):
-            out[i] = -1.0
-            for k in range(steps.size):
-                if grid[bases[i] + steps[k]] == wanted[i]:
-                    out[i] = length[k]
-                    break
+
+@numba.njit(cache=True, nogil=True)
+def _marked(grid, index):  # pragma: no cover - compiled
+    """The flat indices of the non-zero elements of ``grid``, in raster order."""
+    count = 0
+    for i in range(grid.size):
+        if grid[i] != 0:
+            index[count] = i
+            count += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _search_any(grid, bases, steps, length, out):  # pragma: no cover - compiled
+    for i in range(bases.size):
+        out[i] = -1.0
+        for k in range(steps.size):
+            if grid[bases[i] + steps[k]] != 0:
+                out[i] = length[k]
+                break
+
+
+@numba.njit(cache=True, nogil=True)
+def _search_label(grid, bases, wanted, steps, length, out):  # pragma: no cover - compiled
+    for i in range(bases.size):
+        out[i] = -1.0
+        for k in range(steps.size):
+            if grid[bases[i] + steps[k]] == wanted[i]:
+                out[i] = length[k]
+                break
 
 
 def edge_points(labels: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:

@@ -41,38 +41,37 @@ def corner_codes(mask: np.ndarray) -> np.ndarray:
     return codes
 
 
-if numba is not None:
+@numba.njit(cache=True, nogil=True)
+def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+    """Every foreground voxel (non-zero through ``mapped``) sets its bit in the codes of
+    its 4 (8) corners, on the padded corner grid."""
+    depth, rows, columns = mask.shape
+    for z in range(depth):
+        for y in range(rows):
+            for x in range(columns):
+                v = mask[z, y, x]
+                if v == 0 or mapped(lut, default, v) == 0:
+                    continue
+                for b in range(2):
+                    for c in range(2):
+                        if planar:
+                            grid[pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (3 - 2 * b - c)
+                        else:
+                            for a in range(2):
+                                grid[z + 1 - a + pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (7 - 4 * a - 2 * b - c)
 
-    @numba.njit(cache=True, nogil=True)
-    def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
-        """Every foreground voxel (non-zero through ``mapped``) sets its bit in the codes of
-        its 4 (8) corners, on the padded corner grid."""
-        depth, rows, columns = mask.shape
-        for z in range(depth):
-            for y in range(rows):
-                for x in range(columns):
-                    v = mask[z, y, x]
-                    if v == 0 or mapped(lut, default, v) == 0:
-                        continue
-                    for b in range(2):
-                        for c in range(2):
-                            if planar:
-                                grid[pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (3 - 2 * b - c)
-                            else:
-                                for a in range(2):
-                                    grid[z + 1 - a + pz, y + 1 - b + py, x + 1 - c + px] |= 1 << (7 - 4 * a - 2 * b - c)
 
-    @numba.njit(cache=True, nogil=True)
-    def _keep_surfels(grid, full):  # pragma: no cover - compiled
-        """Clears the full codes (inside the mask): what remains non-zero are the surfels,
-        neither empty nor full; returns their count."""
-        count = 0
-        for i in range(grid.size):
-            if grid[i] == full:
-                grid[i] = 0
-            elif grid[i] != 0:
-                count += 1
-        return count
+@numba.njit(cache=True, nogil=True)
+def _keep_surfels(grid, full):  # pragma: no cover - compiled
+    """Clears the full codes (inside the mask): what remains non-zero are the surfels,
+    neither empty nor full; returns their count."""
+    count = 0
+    for i in range(grid.size):
+        if grid[i] == full:
+            grid[i] = 0
+        elif grid[i] != 0:
+            count += 1
+    return count
 
 
 def corner_points(mask: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:

@@ -41,7 +41,7 @@ from evaluation import __version__, log, machine, numba_cache, provenance, publi
 from evaluation import phase as phases
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, participant_file
 from evaluation.organizer import leaderboard
 from evaluation.organizer.leaderboard import LEADERBOARD, ranked  # noqa: F401 - the leaderboard's names, as before
 from evaluation.submission import Submission, unpack
@@ -197,7 +197,8 @@ def open_submission(entry: Entry, state: Path, limits: Limits) -> Submission:
     if entry.source.is_dir():
         submission = unpack(entry.source, target, limits)
     else:
-        submission = Submission(extract(entry.source, target / "submission", limits))
+        with participant_file():
+            submission = Submission(extract(entry.source, target / "submission", limits))
     report.write_atomic(marker, str(submission.root).encode())
     return submission
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from evaluation import phase as phases
 from evaluation.archive import Limits
-from evaluation.contract import Result
-from evaluation.errors import PhaseError
+from evaluation.contract import Resources, Result
+from evaluation.errors import PhaseError, SubmissionError
 from evaluation.platforms import additional
 from evaluation.submission import Submission, unpack
 
@@ -59,6 +59,20 @@ class Platform:
 
     def submission_folder(self) -> Path:
         return self.input
+
+    def intake(self, phase: phases.Phase, scratch: Path, resources: Resources) -> tuple[Submission, dict | None]:
+        """The submission, and the phase's additional inputs as given (None when it declares
+        none): everything grading and the preflight read of the upload before planning.
+        Running out of memory on it is the upload's fault (it was larger than it could be)."""
+        try:
+            submission = self.submission(phase, scratch)
+        except MemoryError:
+            raise SubmissionError(
+                f"reading the submission needed more than the {resources.memory_bytes >> 20} MB of memory available; "
+                "upload smaller files"
+            ) from None
+        given = additional.read_inputs(phase, self.submission_folder()) if additional.input_paths(phase) else None
+        return submission, given
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
         limits = Limits.from_options(phase.option("archive"))

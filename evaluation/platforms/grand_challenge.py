@@ -23,15 +23,14 @@ import re
 from pathlib import Path, PurePosixPath
 
 from evaluation import phase as phases
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, participant_file
 from evaluation.platforms.base import Platform
-from evaluation.readers import images, untrusted
+from evaluation.readers import images, limits, untrusted
 from evaluation.submission import Submission
 
 PREDICTIONS = "predictions.json"
 INPUTS = "inputs.json"
 IMAGE_OUTPUT_SUFFIXES = (".mha", ".tif", ".tiff", ".nii.gz", ".nii")
-MAX_PREDICTIONS_BYTES = 256 << 20  # the job list of tens of thousands of jobs
 _SAFE_PK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SAFE_RELATIVE = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")  # socket paths are slugs joined by '/'
 
@@ -61,8 +60,9 @@ class GrandChallenge(Platform):
             return super().submission(phase, scratch)
         options = phase.option("grand_challenge") or {}
         root = self.submission_folder()
-        untrusted.check_tree(root)
-        jobs = read_jobs(root / PREDICTIONS)
+        with participant_file():
+            untrusted.check_tree(root)
+            jobs = read_jobs(root / PREDICTIONS)
         named = {}
         for job in jobs:
             case = images.stem(Path(_socket_value(job, "inputs", options.get("input"))["image"]["name"]))
@@ -74,7 +74,8 @@ class GrandChallenge(Platform):
 
 
 def read_jobs(path: Path) -> list[dict]:
-    jobs = untrusted.load_json(path, PREDICTIONS, limit=MAX_PREDICTIONS_BYTES)
+    with participant_file():
+        jobs = untrusted.load_json(path, PREDICTIONS, limit=limits.MAX_JOB_LIST_BYTES)
     if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
         raise SubmissionError(f"{PREDICTIONS} must be a list of algorithm jobs")
     if not jobs:

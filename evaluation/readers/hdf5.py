@@ -10,13 +10,15 @@ What a crafted file could do, and what stops it here:
   is looked for with ``H5Ovisit``, which follows hard links only. A dataset's layout is read
   from its creation property list before its dataspace: asking a virtual dataset with an
   unlimited mapping for its shape opens its source files.
-- **Exhaust memory or time while decoding.** Chunks filtered with deflate, shuffle and
-  fletcher32 are read raw (positioned reads of the file) and decoded here, each bounded to
-  its expected size (``zlib.decompressobj().decompress(data, max_length)``); HDF5's own
-  deflate filter keeps growing its buffer, so a 1.5 MB chunk can decode to gigabytes. LZF
+- **Exhaust memory or time while decoding.** Chunks no larger than the dataset (the rule
+  zarr arrays follow, ``regions.padding_problem``: a 384-voxel dataset in one 256 MiB chunk
+  is refused from its metadata). Chunks filtered with deflate, shuffle and fletcher32 are
+  read raw (positioned reads of the file) and decoded here, each bounded to its expected
+  size (``readers.codecs``: one zlib stream, nothing after it); HDF5's own deflate filter
+  keeps growing its buffer, so a 1.5 MB chunk can decode to gigabytes. LZF
   chunks (decoded by h5py's filter) are accepted only when their stored size times LZF's
-  largest possible ratio stays within ``MAX_FILTER_OUTPUT``; every other filter is refused.
-  The stored chunks are listed once (``chunk_iter``): there may be at most ``MAX_CHUNKS``,
+  largest possible ratio stays within ``limits.HDF5_MAX_FILTER_OUTPUT``; every other filter is refused.
+  The stored chunks are listed once (``chunk_iter``): there may be at most ``limits.HDF5_MAX_CHUNKS``,
   each inside the file, none overlapping another, so decoding work is bounded by the file's
   size; regions without stored chunks are never decoded (``stored``) and read as the fill
   value. Declared shapes larger than the caller's ``max_voxels`` are refused from metadata.
@@ -24,31 +26,23 @@ What a crafted file could do, and what stops it here:
   the file (a truncated upload is refused rather than read as zeros).
 
 Numbers come back in native byte order (big-endian datasets are legitimate). Problems raise
-``SubmissionError`` (``PhaseError`` with ``trusted=True``) with a one-line message naming the
-file by its ``display`` name.
+``errors.Unusable`` with a one-line message naming the file by its ``display`` name; what
+h5py raises for a malformed file (``_H5PY_ERRORS``) is such a problem, anything else a bug.
 """
 
 import itertools
 import os
 import re
 import threading
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import GraderError, PhaseError, SubmissionError
-from evaluation.readers import regions
+from evaluation.errors import Unusable
+from evaluation.readers import codecs, limits, regions
 from evaluation.readers.untrusted import check_regular, open_regular
 
-MAX_KEY_DEPTH = 32  # groups in a dataset key
-MAX_OBJECTS = 100_000  # objects looked at while searching for the only dataset
-MAX_CHUNKS = 1 << 20  # stored chunks of one dataset (its index is held in memory)
-MAX_CHUNK_BYTES = 256 << 20  # decoded bytes of one chunk
-MAX_FILTER_OUTPUT = 256 << 20  # worst-case output of one chunk decoded by h5py's LZF filter
-MAX_VOXELS = 1 << 50  # any declared array, whatever the caller's limit (offsets stay in int64)
-MAX_ATTRIBUTE_BYTES = 64 << 10  # one attribute that is read (``description``)
 ATTRIBUTES = ("description",)  # the only attributes callers use
 
 DEFLATE, SHUFFLE, FLETCHER32, LZF = 1, 2, 3, 32000
@@ -70,10 +64,6 @@ _FILTER_NAMES = {
 _FIX = "save the labels as one plain numeric dataset (gzip or lzf compression) inside the file"
 
 
-def _errors(trusted: bool):
-    return PhaseError if trusted else SubmissionError
-
-
 def _reason(exc: BaseException) -> str:
     """A library's explanation on one line, without the paths it may quote."""
     text = re.sub(r"(?:[A-Za-z]:)?[/\\](?:[^\s/\\:'\"]+[/\\])+([^\s/\\:'\"]*)", r"\1", str(exc))
@@ -81,16 +71,19 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
-def _guard(display: str, error, action):
-    """Run ``action``; anything but our own errors becomes ``error`` naming the file."""
+# what h5py raises for a file HDF5 cannot parse (it maps the HDF5 error stack to these)
+_H5PY_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError, NotImplementedError)
+
+
+def _guard(display: str, action):
+    """Run ``action``; what h5py raises for a malformed file becomes ``Unusable`` naming it,
+    running out of memory a refusal too; anything else is a bug and propagates."""
     try:
         return action()
-    except GraderError:
-        raise
     except MemoryError:
-        raise error(f"{display}: is too large to read in the memory available") from None
-    except Exception as exc:  # h5py raises many types (OSError, KeyError, ValueError, RuntimeError...)
-        raise error(f"{display}: cannot be read as HDF5 ({_reason(exc)}); the file may be truncated or corrupt") from None
+        raise Unusable(f"{display}: is too large to read in the memory available") from None
+    except _H5PY_ERRORS as exc:
+        raise Unusable(f"{display}: cannot be read as HDF5 ({_reason(exc)}); the file may be truncated or corrupt") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,21 +101,21 @@ def _root(handle):
     return h5py.h5o.open(handle.id, b"/")
 
 
-def _parts(key: str, display: str, error) -> list[str]:
+def _parts(key: str, display: str) -> list[str]:
     parts = [p for p in str(key).split("/") if p]
-    if not parts or len(parts) > MAX_KEY_DEPTH or any(p in (".", "..") for p in parts):
-        raise error(f"{display}: '{key}' is not a valid dataset name")
+    if not parts or len(parts) > limits.HDF5_MAX_KEY_DEPTH or any(p in (".", "..") for p in parts):
+        raise Unusable(f"{display}: '{key}' is not a valid dataset name")
     return parts
 
 
 _LINK_KINDS = {1: "a soft link", 64: "an external link"}
 
 
-def _walk(handle, key: str, display: str, error):
+def _walk(handle, key: str, display: str):
     """The object at ``key`` reached through hard links only, or None when a component does
     not exist. A soft or external link anywhere on the path is refused."""
     h5py = _h5()
-    parts = _parts(key, display, error)
+    parts = _parts(key, display)
     node = _root(handle)
     for depth, part in enumerate(parts):
         name = part.encode("utf-8", "surrogateescape")
@@ -134,7 +127,7 @@ def _walk(handle, key: str, display: str, error):
         if kind != h5py.h5l.TYPE_HARD:
             where = "/".join(parts[: depth + 1])
             what = _LINK_KINDS.get(kind, "a user-defined link")
-            raise error(
+            raise Unusable(
                 f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
                 "as one plain numeric dataset (gzip or lzf compression)"
             )
@@ -142,17 +135,17 @@ def _walk(handle, key: str, display: str, error):
     return node
 
 
-def find_key(handle, keys: Sequence[str], display: str, error=SubmissionError) -> str | None:
+def find_key(handle, keys: Sequence[str], display: str) -> str | None:
     """The first of ``keys`` that names a dataset (through hard links), else None."""
     h5py = _h5()
     for key in keys:
-        found = _walk(handle, key, display, error)
+        found = _walk(handle, key, display)
         if isinstance(found, h5py.h5d.DatasetID):
             return key
     return None
 
 
-def only_dataset(handle, display: str, error=SubmissionError) -> str:
+def only_dataset(handle, display: str) -> str:
     """The path of the file's only dataset. ``H5Ovisit`` enters hard links only: datasets
     behind soft or external links are neither counted nor opened."""
     h5py = _h5()
@@ -160,17 +153,17 @@ def only_dataset(handle, display: str, error=SubmissionError) -> str:
 
     def visit(name, info):
         seen[0] += 1
-        if seen[0] > MAX_OBJECTS:
+        if seen[0] > limits.HDF5_MAX_OBJECTS:
             return True  # stops the visit
         if info.type == h5py.h5o.TYPE_DATASET:
             found.append(name.decode("utf-8", "surrogateescape"))
         return None
 
     h5py.h5o.visit(_root(handle), visit, info=True)
-    if seen[0] > MAX_OBJECTS:
-        raise error(f"{display}: holds more than {MAX_OBJECTS} groups and datasets; {_FIX}")
+    if seen[0] > limits.HDF5_MAX_OBJECTS:
+        raise Unusable(f"{display}: holds more than {limits.HDF5_MAX_OBJECTS} groups and datasets; {_FIX}")
     if len(found) != 1:
-        raise error(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
+        raise Unusable(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
     return found[0]
 
 
@@ -178,7 +171,7 @@ def only_dataset(handle, display: str, error=SubmissionError) -> str:
 # Checking a dataset from its metadata
 
 
-def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
+def _number_type(tid, display: str, key: str) -> tuple[np.dtype, bool]:
     """The dataset's on-disk numpy dtype and whether h5py reads it as bool; anything but
     plain IEEE floats and whole-byte integers (or enums of them) is refused."""
     h5py = _h5()
@@ -205,9 +198,9 @@ def _number_type(tid, display: str, key: str, error) -> tuple[np.dtype, bool]:
             return np.dtype(f"{order}f{size}"), False
     try:
         shown = str(tid.dtype)
-    except Exception:  # types numpy cannot represent
+    except _H5PY_ERRORS:  # types numpy cannot represent
         shown = "a non-numeric type"
-    raise error(f"{display}: '{key}' has data type {shown}; expected plain integers or floats")
+    raise Unusable(f"{display}: '{key}' has data type {shown}; expected plain integers or floats")
 
 
 class Hdf5Array:
@@ -223,17 +216,15 @@ class Hdf5Array:
         path: Path,
         key: str | None = None,
         display: str | None = None,
-        trusted: bool = False,
         max_voxels: int | None = None,
         keys: Sequence[str] = (),
     ):
         self.display = display or Path(path).name
-        self._error = _errors(trusted)
         self._lock = threading.Lock()
         self._handle = self._file = None
-        check_regular(Path(path), self.display, self._error)
+        check_regular(Path(path), self.display)
         try:
-            _guard(self.display, self._error, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
+            _guard(self.display, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
         except BaseException:
             self.close()
             raise
@@ -242,34 +233,34 @@ class Hdf5Array:
 
     def _open(self, path: Path, key: str | None, keys: tuple[str, ...], max_voxels) -> None:
         h5py = _h5()
-        self._file = open_regular(path, self.display, self._error)
+        self._file = open_regular(path, self.display)
         self._file_size = os.fstat(self._file.fileno()).st_size
         self._handle = h5py.File(path, "r")
         if key is not None:
             name = key
-            if _walk(self._handle, key, self.display, self._error) is None:
-                raise self._error(f"{self.display}: has no dataset '{key}'")
+            if _walk(self._handle, key, self.display) is None:
+                raise Unusable(f"{self.display}: has no dataset '{key}'")
         else:
-            name = find_key(self._handle, keys, self.display, self._error) if keys else None
+            name = find_key(self._handle, keys, self.display) if keys else None
             if name is None:
-                name = only_dataset(self._handle, self.display, self._error)
+                name = only_dataset(self._handle, self.display)
         self.key = name
-        dsid = _walk(self._handle, name, self.display, self._error)
+        dsid = _walk(self._handle, name, self.display)
         if not isinstance(dsid, h5py.h5d.DatasetID):
-            raise self._error(f"{self.display}: '{name}' is a group, not an array")
+            raise Unusable(f"{self.display}: '{name}' is a group, not an array")
         self._dsid = dsid
         self._check_layout(dsid, name)
-        self._file_dtype, self._as_bool = _number_type(dsid.get_type(), self.display, name, self._error)
+        self._file_dtype, self._as_bool = _number_type(dsid.get_type(), self.display, name)
         self.dtype = np.dtype(bool) if self._as_bool else self._file_dtype.newbyteorder("=")
         space = dsid.get_space()
         kind = space.get_simple_extent_type()
         if kind == h5py.h5s.NULL:
-            raise self._error(f"{self.display}: '{name}' holds no values (a null dataspace)")
+            raise Unusable(f"{self.display}: '{name}' holds no values (a null dataspace)")
         self.shape = tuple(int(n) for n in space.shape) if kind == h5py.h5s.SIMPLE else ()
         voxels = int(np.prod(self.shape, dtype=object)) if self.shape else 1
-        if voxels > MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
-            limit = max_voxels if max_voxels is not None and max_voxels < MAX_VOXELS else MAX_VOXELS
-            raise self._error(
+        if voxels > limits.MAX_VOXELS or (max_voxels is not None and voxels > max_voxels):
+            limit = max_voxels if max_voxels is not None and max_voxels < limits.MAX_VOXELS else limits.MAX_VOXELS
+            raise Unusable(
                 f"{self.display}: '{name}' has shape {self.shape}, more voxels than the {limit} accepted for it; "
                 "write it on the image's grid"
             )
@@ -286,26 +277,26 @@ class Hdf5Array:
         dcpl = dsid.get_create_plist()
         layout = dcpl.get_layout()
         if layout == h5py.h5d.VIRTUAL:
-            raise self._error(f"{self.display}: '{name}' is a virtual dataset (it maps data of other files); {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' is a virtual dataset (it maps data of other files); {_FIX}")
         if dcpl.get_external_count():
-            raise self._error(f"{self.display}: '{name}' keeps its data in external files; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' keeps its data in external files; {_FIX}")
         if layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED, h5py.h5d.COMPACT):
-            raise self._error(f"{self.display}: '{name}' has an unknown storage layout; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' has an unknown storage layout; {_FIX}")
         self._layout, self._dcpl = layout, dcpl
         self._filters = []
         for index in range(dcpl.get_nfilters()):
             code, _flags, values, _name = dcpl.get_filter(index)
             if code not in _DECODED_HERE and code != LZF:
                 shown = _FILTER_NAMES.get(code, f"filter {code}")
-                raise self._error(f"{self.display}: '{name}' is compressed with {shown}, which is not accepted; {_FIX}")
+                raise Unusable(f"{self.display}: '{name}' is compressed with {shown}, which is not accepted; {_FIX}")
             self._filters.append((int(code), tuple(int(v) for v in values)))
         if self._filters and layout != h5py.h5d.CHUNKED:
-            raise self._error(f"{self.display}: '{name}' has filters on unchunked storage; the file is corrupt")
+            raise Unusable(f"{self.display}: '{name}' has filters on unchunked storage; the file is corrupt")
         codes = [code for code, _ in self._filters]
         if codes.count(DEFLATE) > 1:
-            raise self._error(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {_FIX}")
         if LZF in codes and DEFLATE in codes:
-            raise self._error(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {_FIX}")
 
     def _fill_value(self):
         h5py = _h5()
@@ -321,22 +312,25 @@ class Hdf5Array:
         if offset is not None:
             nbytes = int(np.prod(self.shape, dtype=np.int64)) * self._file_dtype.itemsize
             if offset < 0 or offset + nbytes > self._file_size:
-                raise self._error(f"{self.display}: '{name}' runs past the end of the file; the file is truncated")
+                raise Unusable(f"{self.display}: '{name}' runs past the end of the file; the file is truncated")
 
     def _check_chunked(self, name: str) -> None:
         chunks = tuple(int(c) for c in self._dcpl.get_chunk())
         if len(chunks) != len(self.shape) or min(chunks, default=1) < 1:
-            raise self._error(f"{self.display}: '{name}' has invalid chunk sizes {chunks}")
+            raise Unusable(f"{self.display}: '{name}' has invalid chunk sizes {chunks}")
         self._chunk_bytes = int(np.prod(chunks, dtype=object)) * self._file_dtype.itemsize
-        if self._chunk_bytes > MAX_CHUNK_BYTES:
-            raise self._error(
+        if self._chunk_bytes > limits.HDF5_MAX_CHUNK_BYTES:
+            raise Unusable(
                 f"{self.display}: '{name}' has chunks of {self._chunk_bytes} bytes, more than the "
-                f"{MAX_CHUNK_BYTES} accepted; write it with smaller chunks"
+                f"{limits.HDF5_MAX_CHUNK_BYTES} accepted; write it with smaller chunks"
             )
+        problem = regions.padding_problem(self.shape, chunks, self._file_dtype.itemsize)
+        if problem:
+            raise Unusable(f"{self.display}: '{name}' {problem.removeprefix('its ')}")
         self.chunks = chunks
         self._grid = tuple(-(-n // c) for n, c in zip(self.shape, chunks))
         if int(np.prod(self._grid, dtype=object)) >= 1 << 62:
-            raise self._error(f"{self.display}: '{name}' declares an impossibly large chunk grid")
+            raise Unusable(f"{self.display}: '{name}' declares an impossibly large chunk grid")
         codes = [code for code, _ in self._filters]
         self._lzf = LZF in codes  # decoded by h5py's filter, through HDF5
         if self._lzf:
@@ -344,14 +338,14 @@ class Hdf5Array:
             values = self._filters[codes.index(LZF)][1]
             # h5py's filter allocates cd_values[2] bytes first: it must be the chunk's size
             if len(values) < 3 or not 0 < values[2] <= self._chunk_bytes + 4 * codes.count(FLETCHER32):
-                raise self._error(f"{self.display}: '{name}' has lzf settings that do not match its chunks; the file is corrupt")
+                raise Unusable(f"{self.display}: '{name}' has lzf settings that do not match its chunks; the file is corrupt")
         self._index_chunks(name)
 
     def _index_chunks(self, name: str) -> None:
         count = int(self._dsid.get_num_chunks())
-        if count > MAX_CHUNKS:
-            raise self._error(
-                f"{self.display}: '{name}' stores {count} chunks, more than the {MAX_CHUNKS} accepted; "
+        if count > limits.HDF5_MAX_CHUNKS:
+            raise Unusable(
+                f"{self.display}: '{name}' stores {count} chunks, more than the {limits.HDF5_MAX_CHUNKS} accepted; "
                 "write it with larger chunks"
             )
         entries = []
@@ -366,23 +360,23 @@ class Hdf5Array:
         for row, info in enumerate(entries):
             origin = tuple(int(v) for v in info.chunk_offset)
             if len(origin) != ndim or any(o < 0 or o % c for o, c in zip(origin, self.chunks)):
-                raise self._error(f"{self.display}: '{name}' has a chunk at an invalid position; the file is corrupt")
+                raise Unusable(f"{self.display}: '{name}' has a chunk at an invalid position; the file is corrupt")
             coords[row] = [o // c for o, c in zip(origin, self.chunks)]
             keep[row] = all(o < n for o, n in zip(origin, self.shape))  # chunks outside the extent are never read
             offsets[row], sizes[row], masks[row] = int(info.byte_offset), int(info.size), int(info.filter_mask)
         if len(entries):
             if int(masks.min()) < 0 or int(masks.max()) & ~all_filters:
-                raise self._error(f"{self.display}: '{name}' has a chunk with an invalid filter mask; the file is corrupt")
+                raise Unusable(f"{self.display}: '{name}' has a chunk with an invalid filter mask; the file is corrupt")
             if int(sizes.min()) <= 0 or int(offsets.min()) < 0 or int((offsets + sizes).max()) > self._file_size:
-                raise self._error(f"{self.display}: '{name}' has chunks that run past the end of the file; the file is truncated")
+                raise Unusable(f"{self.display}: '{name}' has chunks that run past the end of the file; the file is truncated")
             order = np.argsort(offsets, kind="stable")
             if np.any((offsets + sizes)[order][:-1] > offsets[order][1:]):
-                raise self._error(f"{self.display}: '{name}' has chunks that overlap in the file; the file is corrupt")
+                raise Unusable(f"{self.display}: '{name}' has chunks that overlap in the file; the file is corrupt")
             if self._lzf:
                 compressed = (masks & self._lzf_bit) == 0
-                limit = max(self._chunk_bytes, MAX_FILTER_OUTPUT)
+                limit = max(self._chunk_bytes, limits.HDF5_MAX_FILTER_OUTPUT)
                 if np.any(sizes[compressed] * LZF_MAX_RATIO > limit):
-                    raise self._error(
+                    raise Unusable(
                         f"{self.display}: '{name}' has an lzf chunk that could decode to more than {limit} bytes; "
                         "save it with gzip compression"
                     )
@@ -392,7 +386,7 @@ class Hdf5Array:
         order = np.argsort(linear, kind="stable")
         linear = linear[order]
         if len(linear) > 1 and np.any(linear[1:] == linear[:-1]):
-            raise self._error(f"{self.display}: '{name}' lists a chunk twice; the file is corrupt")
+            raise Unusable(f"{self.display}: '{name}' lists a chunk twice; the file is corrupt")
         self._strides = strides
         self._linear, self._coords = linear, coords[order]
         self._offsets, self._sizes, self._masks = offsets[order], sizes[order], masks[order]
@@ -410,16 +404,16 @@ class Hdf5Array:
                 kind = attr.get_type().get_class()
                 if (
                     points > 16
-                    or attr.get_storage_size() > MAX_ATTRIBUTE_BYTES
+                    or attr.get_storage_size() > limits.HDF5_MAX_ATTRIBUTE_BYTES
                     or kind not in (h5py.h5t.STRING, h5py.h5t.INTEGER, h5py.h5t.FLOAT)
                 ):
                     continue
                 with self._lock:
                     value = h5py.Dataset(self._dsid).attrs[name]
-                if isinstance(value, bytes | str) and len(value) > MAX_ATTRIBUTE_BYTES:
+                if isinstance(value, bytes | str) and len(value) > limits.HDF5_MAX_ATTRIBUTE_BYTES:
                     continue
                 found[name] = value
-            except Exception:  # noqa: BLE001 - attributes are informational; a broken one is left out
+            except _H5PY_ERRORS:  # attributes are informational; a broken one is left out
                 continue
         return found
 
@@ -457,7 +451,7 @@ class Hdf5Array:
     def stored(self, key=()) -> bool:
         """Whether the region can hold anything but zeros: a stored chunk intersects it, or
         the fill value (what unstored regions read as) is nonzero."""
-        slices, _ = _guard(self.display, self._error, lambda: self._region(key))
+        slices, _ = _guard(self.display, lambda: self._region(key))
         if any(s.stop <= s.start for s in slices):
             return False
         if self._fill != 0 or self._layout == _h5().h5d.COMPACT:
@@ -468,13 +462,14 @@ class Hdf5Array:
 
     def __getitem__(self, key) -> np.ndarray:
         slices, dropped = self._region(key)
-        out = _guard(self.display, self._error, lambda: self._read(slices))
+        out = _guard(self.display, lambda: self._read(slices))
         if dropped:
             out = out.reshape([s.stop - s.start for axis, s in enumerate(slices) if axis not in dropped])
         return out
 
-    def read(self) -> np.ndarray:
-        return self[()]
+    def read(self, region=()) -> np.ndarray:
+        """``self[region]``; the whole dataset by default (``regions.RegionArray``)."""
+        return self[region]
 
     def _read(self, slices: list[slice]) -> np.ndarray:
         shape = tuple(s.stop - s.start for s in slices)
@@ -521,7 +516,7 @@ class Hdf5Array:
         offset, size, mask = int(self._offsets[row]), int(self._sizes[row]), int(self._masks[row])
         data = os.pread(self._file.fileno(), size, offset)
         if len(data) != size:
-            raise self._error(f"{self.display}: a chunk runs past the end of the file; the file is truncated")
+            raise Unusable(f"{self.display}: a chunk runs past the end of the file; the file is truncated")
         applied = [i for i in range(len(self._filters)) if not mask & (1 << i)]
         # the size each applied filter was given when the chunk was written: known up to the
         # (single) deflate filter, fletcher32 adding 4 bytes; past it, shuffle and fletcher32
@@ -538,19 +533,15 @@ class Hdf5Array:
             code, values = self._filters[index]
             expected = sizes[index]
             if code == FLETCHER32:
-                data = _check_fletcher32(data, self.display, self._error)
+                data = _check_fletcher32(data, self.display)
             elif code == DEFLATE:
-                data = _inflate(data, expected, self.display, self._error)
+                data = _inflate(data, expected, self.display)
             elif code == SHUFFLE:
                 data = _unshuffle(data, values[0] if values else self._file_dtype.itemsize)
             if expected is not None and len(data) != expected:
-                raise self._error(
-                    f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt"
-                )
+                raise Unusable(f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt")
         if len(data) != self._chunk_bytes:
-            raise self._error(
-                f"{self.display}: a chunk holds {len(data)} bytes instead of {self._chunk_bytes}; the file is corrupt"
-            )
+            raise Unusable(f"{self.display}: a chunk holds {len(data)} bytes instead of {self._chunk_bytes}; the file is corrupt")
         return data
 
     # -- closing ---------------------------------------------------------------------------
@@ -575,19 +566,13 @@ class Hdf5Array:
 # Bounded decoders of HDF5's built-in filters
 
 
-def _inflate(data: bytes, expected: int, display: str, error) -> bytes:
-    """zlib data that must decode to exactly ``expected`` bytes; never produces more than
-    ``expected + 1`` bytes, however much the stream would expand."""
-    stream = zlib.decompressobj()
+def _inflate(data: bytes, expected: int, display: str) -> bytes:
+    """zlib data that must decode to exactly ``expected`` bytes (one stream, nothing after
+    it); never produces more than ``expected + 1`` bytes, however much it would expand."""
     try:
-        out = stream.decompress(data, expected + 1)
-    except zlib.error:
-        raise error(f"{display}: a gzip-compressed chunk is corrupt") from None
-    if len(out) > expected or (stream.unconsumed_tail and not stream.eof):
-        raise error(f"{display}: a gzip-compressed chunk decodes to more than its {expected} bytes; the file is corrupt")
-    if not stream.eof:
-        raise error(f"{display}: a gzip-compressed chunk is truncated; the file is corrupt")
-    return out
+        return codecs.decode(codecs.ZLIB, data, expected, exact=True)
+    except Unusable as exc:
+        raise Unusable(f"{display}: a gzip-compressed chunk cannot be decoded: {exc}; the file is corrupt") from None
 
 
 def _unshuffle(data: bytes, size: int) -> bytes:
@@ -619,16 +604,16 @@ def _fletcher_sums(data: bytes) -> tuple[int, int]:
     return form(total1), form(total2)
 
 
-def _check_fletcher32(data: bytes, display: str, error) -> bytes:
+def _check_fletcher32(data: bytes, display: str) -> bytes:
     if len(data) < 4:
-        raise error(f"{display}: a chunk is too short for its checksum; the file is corrupt")
+        raise Unusable(f"{display}: a chunk is too short for its checksum; the file is corrupt")
     body, stored = data[:-4], int.from_bytes(data[-4:], "little")
     sum1, sum2 = _fletcher_sums(body)
     value = (sum2 << 16) | sum1
     b = value.to_bytes(4, "little")
     reversed_value = (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]  # HDF5 < 1.6.3 wrote it so
     if stored not in (value, reversed_value):
-        raise error(f"{display}: a chunk fails its fletcher32 checksum; the file is corrupt")
+        raise Unusable(f"{display}: a chunk fails its fletcher32 checksum; the file is corrupt")
     return body
 
 
@@ -640,39 +625,37 @@ def open_array(
     path: Path,
     key: str | None = None,
     display: str | None = None,
-    trusted: bool = False,
     max_voxels: int | None = None,
     keys: Sequence[str] = (),
 ) -> Hdf5Array:
     """The dataset ``key`` of ``path``, else the first of ``keys`` that exists, else the
     file's only dataset; checked from its metadata and ready to be read by region."""
-    return Hdf5Array(path, key, display, trusted, max_voxels, keys)
+    return Hdf5Array(path, key, display, max_voxels, keys)
 
 
 def probe(
-    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, keys: Sequence[str] = ()
+    path: Path, key: str | None = None, display: str | None = None, keys: Sequence[str] = ()
 ) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and (native) dtype from the file's metadata alone."""
-    with Hdf5Array(path, key, display, trusted, keys=keys) as array:
+    with Hdf5Array(path, key, display, keys=keys) as array:
         return array.shape, array.dtype
 
 
 def read(
-    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, max_voxels: int | None = None
+    path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None
 ) -> tuple[np.ndarray, dict]:
     """The whole dataset and its ``attrs``."""
-    with Hdf5Array(path, key, display, trusted, max_voxels) as array:
+    with Hdf5Array(path, key, display, max_voxels) as array:
         return array.read(), array.attrs
 
 
-def dataset_key(path: Path, keys: Sequence[str], display: str | None = None, trusted: bool = False) -> str | None:
+def dataset_key(path: Path, keys: Sequence[str], display: str | None = None) -> str | None:
     """The first of ``keys`` naming a dataset of ``path`` through hard links, else None."""
     display = display or Path(path).name
-    error = _errors(trusted)
-    check_regular(Path(path), display, error)
+    check_regular(Path(path), display)
 
     def look() -> str | None:
         with _h5().File(path, "r") as handle:
-            return find_key(handle, keys, display, error)
+            return find_key(handle, keys, display)
 
-    return _guard(display, error, look)
+    return _guard(display, look)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import Unusable
 from evaluation.readers import images, zarr_store
+from evaluation.readers.regions import RegionArray
 
 SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")
 SLAB_BYTES = 32 << 20  # bytes of one slab read from a channel group
@@ -36,7 +37,7 @@ class Channel:
 class LabelArray:
     """A label array in a file with its size-1 axes dropped (``np.squeeze``), read by region."""
 
-    def __init__(self, array, display: str, attrs: dict | None = None):
+    def __init__(self, array: RegionArray, display: str, attrs: dict | None = None):
         self.array, self.display, self.attrs = array, display, attrs or {}
         full = tuple(int(s) for s in array.shape)
         self.kept = [axis for axis, size in enumerate(full) if size != 1]
@@ -44,7 +45,7 @@ class LabelArray:
         chunks = getattr(array, "chunks", None)
         self.chunks = tuple(int(chunks[a]) for a in self.kept) if chunks else None
         if np.dtype(array.dtype).kind not in "biuf":
-            raise SubmissionError(f"{display}: has data type {array.dtype}; labels must be integers")
+            raise Unusable(f"{display}: has data type {array.dtype}; labels must be integers")
 
     def _index(self, region: tuple) -> tuple:
         index, items = [], iter(region)
@@ -55,31 +56,22 @@ class LabelArray:
     def stored(self, region: tuple) -> bool:
         """False when the file stores nothing in ``region`` and it reads as zeros (a stack of
         a million channels with nothing stored is skipped, not read)."""
-        check = getattr(self.array, "stored", None)
-        return True if check is None else bool(check(self._index(region)))
+        return bool(self.array.stored(self._index(region)))
 
     def read(self, region: tuple) -> np.ndarray:
-        try:
-            return np.asarray(self.array[self._index(region)])
-        except (SubmissionError, PhaseError):  # the readers' own messages name the problem
-            raise
-        except Exception as exc:  # corrupt chunks surface as codec errors of many types
-            raise SubmissionError(
-                f"{self.display}: its data cannot be read ({type(exc).__name__}); the file may be corrupt"
-            ) from None
+        return np.asarray(self.array.read(self._index(region)))
 
 
 @contextmanager
-def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool = False, max_voxels: int | None = None):
+def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None):
     """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file; the first of ``keys`` that
     exists is used, else the file's only array. HDF5 and TIFF arrays declaring more than
-    ``max_voxels`` voxels are refused from their metadata."""
+    ``max_voxels`` voxels are refused from their metadata. Problems raise ``errors.Unusable``."""
     kind = images.suffix(path)
-    error = PhaseError if trusted else SubmissionError
     if kind in (".hdf", ".h5", ".hdf5"):
         from evaluation.readers import hdf5
 
-        with hdf5.open_array(path, display=display, trusted=trusted, max_voxels=max_voxels, keys=keys) as array:
+        with hdf5.open_array(path, display=display, max_voxels=max_voxels, keys=keys) as array:
             yield LabelArray(array, display)
     elif kind == ".zarr":
         target = next((path / k for k in keys if zarr_store.node_kind(path / k) == zarr_store.ARRAY), None)
@@ -87,17 +79,17 @@ def open_labels(path: Path, keys: tuple[str, ...], display: str, trusted: bool =
             found = _zarr_arrays(path)
             if len(found) != 1:
                 wanted = " or ".join(f"'{k}'" for k in keys)
-                raise error(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
+                raise Unusable(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
             target = found[0]
-        array = zarr_store.open_array(target, display, trusted=trusted)
+        array = zarr_store.open_array(target, display)
         yield LabelArray(array, display, zarr_store.attributes(array))
     elif kind in (".tif", ".tiff"):
         from evaluation.readers import tiff
 
-        with tiff.open_array(path, display, trusted=trusted, max_voxels=max_voxels) as array:
+        with tiff.open_array(path, display, max_voxels=max_voxels) as array:
             yield LabelArray(array, display)  # read page by page, never whole
     else:
-        raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+        raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
 
 
 def _zarr_arrays(root: Path, depth: int = 3) -> list[Path]:
@@ -154,9 +146,9 @@ def _ids(values: np.ndarray, display: str) -> np.ndarray:
     """Label values as int64. Negative ids are refused, as the FISBe reference asserts
     (``util.check_fix_and_unify_ids``), and so are fractional ones and ids beyond int64."""
     if values.dtype.kind == "f" and (not np.all(np.isfinite(values)) or np.any(values != np.floor(values))):
-        raise SubmissionError(f"{display}: holds fractional or non-finite values; labels must be whole numbers")
+        raise Unusable(f"{display}: holds fractional or non-finite values; labels must be whole numbers")
     if values.size and values.min() < 0:
-        raise SubmissionError(f"{display}: holds negative ids; instance ids must be >= 0")
+        raise Unusable(f"{display}: holds negative ids; instance ids must be >= 0")
     if values.dtype.kind == "u" and values.size and int(values.max()) > np.iinfo(np.int64).max:
-        raise SubmissionError(f"{display}: holds ids above 2^63")
+        raise Unusable(f"{display}: holds ids above 2^63")
     return values.astype(np.int64)

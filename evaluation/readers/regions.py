@@ -1,7 +1,33 @@
-"""Index regions of the grader's own array readers (zarr, HDF5, TIFF): the subset of numpy
-indexing they accept, normalised once."""
+"""The region-readable array that the grader's own readers (zarr, HDF5, TIFF) and the CellMap
+volumes share (``RegionArray``); the subset of numpy indexing their regions accept,
+normalised once; and the rule on chunk grids that zarr and HDF5 share."""
 
+import math
 import operator
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from evaluation.readers import limits
+
+
+@runtime_checkable
+class RegionArray(Protocol):
+    """An array that is never loaded whole unless asked: ``shape`` and ``dtype`` (native byte
+    order) come from metadata alone, ``read(region)`` decodes only what ``region`` (``...``,
+    integers and step-1 slices, or a tuple of them) needs, and ``stored(region)`` is False
+    only when the region certainly holds nothing but zeros (nothing is stored there and the
+    fill value is 0), so that callers skip it unread.
+
+    Implemented by ``zarr_store.Array``, ``tiff.TiffArray``, ``hdf5.Hdf5Array`` and the CellMap
+    volumes (``suites/cellmap/volumes.py``: a ``box`` is a tuple of step-1 slices there)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def read(self, region) -> np.ndarray: ...
+
+    def stored(self, region) -> bool: ...
 
 
 def select(region, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
@@ -35,3 +61,19 @@ def select(region, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[
         else:
             raise IndexError(f"only integers, slices and ... are valid indices, not {type(item).__name__}")
     return selection, dropped
+
+
+def padding_problem(shape: tuple[int, ...], chunks: tuple[int, ...], itemsize: int) -> str | None:
+    """Why the chunk grid ``chunks`` of an array of ``shape`` is refused, or None.
+
+    Chunks no larger than the array along any axis overhang it by less than one chunk per
+    axis, so their grid covers less than 2^ndim times its bytes (a 140x400x400 crop in the
+    usual 128^3 chunks: 3x); a grid beyond that (plus ``limits.PADDING_SLACK`` for arrays
+    smaller than one chunk) makes every decoded chunk mostly padding: work and memory that no
+    array needs (a 260 KB HDF5 file of 384 voxels in one 256 MiB chunk)."""
+    counts = [-(-s // c) for s, c in zip(shape, chunks)]
+    covered = math.prod(n * c for n, c in zip(counts, chunks)) * itemsize
+    nbytes = math.prod(shape) * itemsize
+    if covered > (1 << len(shape)) * nbytes + limits.PADDING_SLACK:
+        return f"its chunks {tuple(chunks)} cover {covered} bytes for an array of {nbytes} bytes; use chunks no larger than the array"
+    return None

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation.errors import PhaseError, SubmissionError
-from evaluation.readers import images
+from evaluation.errors import Unusable
+from evaluation.readers import images, untrusted
 from evaluation.readers.volume import native
 
 _NUMERIC_KINDS = "biuf"
@@ -48,33 +48,33 @@ class Slabs:
 
 
 class _Npy(Slabs):
-    def __init__(self, path: Path, display: str, error):
-        self.display, self.attrs, self._error = display, {}, error
-        self._file = open(path, "rb")
+    def __init__(self, path: Path, display: str):
+        self.display, self.attrs, self._path = display, {}, path
+        self._file = untrusted.open_regular(path, display)
         try:
             version = np.lib.format.read_magic(self._file)
             reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
             if reader is None:
                 raise ValueError(f"unsupported .npy format version {version}")
             shape, fortran, dtype = reader(self._file)
-        except ValueError as exc:
+        except images.NUMPY_ERRORS as exc:
             self._file.close()
-            raise error(f"{display}: not a readable .npy file ({exc})") from None
+            raise Unusable(f"{display}: not a readable .npy file ({exc})") from None
         if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
             self._file.close()
-            raise error(f"{display}: holds {dtype} values; save a plain numeric array (never pickled objects)")
+            raise Unusable(f"{display}: holds {dtype} values; save a plain numeric array (never pickled objects)")
         self.shape, self.dtype, self._fortran = tuple(shape), dtype, fortran
         self._offset = self._file.tell()
         expected = self._offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if os.fstat(self._file.fileno()).st_size < expected:
             self._file.close()
-            raise error(f"{display}: the file is shorter than its header says; it may be truncated")
+            raise Unusable(f"{display}: the file is shorter than its header says; it may be truncated")
         self._whole = None
 
     def read(self, z0: int, z1: int) -> np.ndarray:
         if self._fortran:  # column-major: a slab is scattered over the file, read it once
             if self._whole is None:
-                self._whole = np.load(self._file.name, allow_pickle=False, mmap_mode="r")
+                self._whole = np.load(self._path, allow_pickle=False, mmap_mode="r")
             return native(np.ascontiguousarray(self._whole[z0:z1]))
         plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
@@ -83,7 +83,7 @@ class _Npy(Slabs):
         while done < view.nbytes:
             got = os.preadv(self._file.fileno(), [view[done:]], start + done)
             if got <= 0:
-                raise self._error(f"{self.display}: the file ended early; it may be truncated")
+                raise Unusable(f"{self.display}: the file ended early; it may be truncated")
             done += got
         return native(out)
 
@@ -92,11 +92,11 @@ class _Npy(Slabs):
 
 
 class _Hdf5(Slabs):
-    def __init__(self, path: Path, key: str | None, display: str, error):
+    def __init__(self, path: Path, key: str | None, display: str):
         from evaluation.readers import hdf5
 
         self.display = display
-        self._array = hdf5.open_array(path, key, display, trusted=error is PhaseError)
+        self._array = hdf5.open_array(path, key, display)
         self.shape, self.dtype, self.attrs = self._array.shape, self._array.dtype, dict(self._array.attrs)
 
     def read(self, z0: int, z1: int) -> np.ndarray:
@@ -107,32 +107,24 @@ class _Hdf5(Slabs):
 
 
 class _Zarr(Slabs):
-    def __init__(self, path: Path, key: str | None, display: str, trusted: bool):
+    def __init__(self, path: Path, key: str | None, display: str):
         from evaluation.readers import zarr_store
 
-        self._store, self.display, self._trusted = zarr_store, display, trusted
-        target = path / key if key else path
-        if zarr_store.node_kind(target) != zarr_store.ARRAY:
-            arrays = zarr_store.array_names(target)
-            if len(arrays) != 1:
-                raise (PhaseError if trusted else SubmissionError)(
-                    f"{display}: expected one array in the zarr, found {len(arrays)}"
-                )
-            target = target / arrays[0]
-        self._array = zarr_store.open_array(target, display, trusted=trusted)
+        self.display = display
+        self._array = images.open_zarr(path, key, display)
         self.shape, self.dtype = tuple(self._array.shape), np.dtype(self._array.dtype)
         self.attrs = zarr_store.attributes(self._array)
 
     def read(self, z0: int, z1: int) -> np.ndarray:
-        return self._store.read_array(self._array, self.display, trusted=self._trusted, region=slice(z0, z1))
+        return self._array.read(slice(z0, z1))
 
 
 class _Tiff(Slabs):
-    def __init__(self, path: Path, display: str, error):
+    def __init__(self, path: Path, display: str):
         from evaluation.readers import tiff
 
         self.display, self.attrs = display, {}
-        self._array = tiff.open_array(path, display, trusted=error is PhaseError)
+        self._array = tiff.open_array(path, display)
         self.shape, self.dtype = self._array.shape, self._array.dtype
 
     def read(self, z0: int, z1: int) -> np.ndarray:
@@ -156,33 +148,30 @@ class _Whole(Slabs):
 SLAB_VOXELS = 1 << 24
 
 
-def open_slabs(
-    path: Path, key: str | None = None, display: str | None = None, trusted: bool = False, max_voxels: int | None = None
-) -> Slabs:
+def open_slabs(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None) -> Slabs:
     """A slab reader for ``path``; ``key`` selects the HDF5 dataset or zarr array. Problems
-    raise ``SubmissionError`` (``PhaseError`` for ``trusted`` ground-truth files). Formats
-    that can only be read whole are refused from their header beyond ``max_voxels``; the
-    others are read slab by slab, so the caller checks ``shape`` before reading."""
+    raise ``errors.Unusable``. Formats that can only be read whole are refused from their
+    header beyond ``max_voxels``; the others are read slab by slab, so the caller checks
+    ``shape`` before reading."""
     display = display or path.name
-    error = PhaseError if trusted else SubmissionError
     if not path.exists():
-        raise error(f"{display}: file not found")
+        raise Unusable(f"{display}: file not found")
     kind = images.suffix(path)
     if kind in images.NUMPY_SUFFIXES:
-        slabs = _Npy(path, display, error)
+        slabs = _Npy(path, display)
     elif kind in images.HDF5_SUFFIXES:
-        slabs = _Hdf5(path, key, display, error)
+        slabs = _Hdf5(path, key, display)
     elif kind in images.ZARR_SUFFIXES:
-        slabs = _Zarr(path, key, display, trusted)
+        slabs = _Zarr(path, key, display)
     elif kind in images.TIFF_SUFFIXES:
-        slabs = _Tiff(path, display, error)
+        slabs = _Tiff(path, display)
     elif kind in images.SUFFIXES:
-        slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels, trusted=trusted), display)
+        slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels), display)
     else:
-        raise error(f"{display}: unsupported file type {kind!r}; use one of {', '.join(images.SUFFIXES)}")
+        raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(images.SUFFIXES)}")
     if slabs.dtype.kind not in _NUMERIC_KINDS:
         slabs.close()
-        raise error(f"{display}: has data type {slabs.dtype}; expected numbers")
+        raise Unusable(f"{display}: has data type {slabs.dtype}; expected numbers")
     return slabs
 
 

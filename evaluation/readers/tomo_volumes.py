@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import log
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import Unusable
 from evaluation.readers import bitpack, images
 from evaluation.readers.slabs import Slabs, open_slabs
 
@@ -92,14 +92,14 @@ class _Plain(BinaryVolume):
         self._slabs.close()
 
 
-def _dataset_key(path: Path, display: str, trusted: bool) -> str | None:
+def _dataset_key(path: Path, display: str) -> str | None:
     """The packed file's dataset name when it is present, else None (the single dataset).
     Looked up through hard links only: a ``vol`` link to another file is refused."""
     if images.suffix(path) not in images.HDF5_SUFFIXES:
         return None
     from evaluation.readers import hdf5
 
-    return hdf5.dataset_key(path, (PACKED_DATASET,), display, trusted)
+    return hdf5.dataset_key(path, (PACKED_DATASET,), display)
 
 
 def _description(attrs: dict) -> str | None:
@@ -109,13 +109,11 @@ def _description(attrs: dict) -> str | None:
     return str(value)[:500] if value is not None else None
 
 
-def open_binary(
-    path: Path, shape: tuple[int, int, int], display: str, window: Window | None = None, trusted: bool = False
-) -> BinaryVolume:
-    """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain."""
-    error = PhaseError if trusted else SubmissionError
+def open_binary(path: Path, shape: tuple[int, int, int], display: str, window: Window | None = None) -> BinaryVolume:
+    """The 0/1 volume of ``shape`` (the scored grid) held in ``path``, packed or plain.
+    Problems raise ``errors.Unusable``."""
     largest = max(int(np.prod(shape)), window.total * int(np.prod(shape[1:])) if window is not None else 0)
-    slabs = open_slabs(path, key=_dataset_key(path, display, trusted), display=display, trusted=trusted, max_voxels=largest)
+    slabs = open_slabs(path, key=_dataset_key(path, display), display=display, max_voxels=largest)
     found = slabs.shape
     if found == packed_shape(shape) and slabs.dtype == np.uint8 and found != tuple(shape):
         planes = slabs.read(0, found[0])
@@ -131,7 +129,7 @@ def open_binary(
     if window is not None:
         accepted.insert(0, (window.total, *shape[1:]))
     listed = ", ".join(str(s) for s in accepted[:-1]) + f" or {accepted[-1]} (bit-packed uint8)"
-    raise error(f"{display}: has shape {found}; expected {listed}")
+    raise Unusable(f"{display}: has shape {found}; expected {listed}")
 
 
 def match_files(files: dict[str, Path], names: list[str]) -> dict[str, Path]:
@@ -143,11 +141,11 @@ def match_files(files: dict[str, Path], names: list[str]) -> dict[str, Path]:
     missing = [name for name in names if name not in files]
     if missing:
         if not files:
-            raise SubmissionError(
+            raise Unusable(
                 "the submission holds no volume file: upload the segmentation as a bit-packed .h5 "
                 "(the challenge's prepare_submission) or a .tif/.h5/.npy/.zarr volume"
             )
-        raise SubmissionError(
+        raise Unusable(
             f"no file for phantom(s) {', '.join(missing)}: name each file after its phantom "
             f"(e.g. {missing[0]}.h5); found {', '.join(sorted(files)[:5])}"
         )

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import cc3d
 import numpy as np
+from helpers.cellmap_alignment import align
 from scipy import ndimage
 from scipy.spatial import cKDTree
 
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, organizer_file
 from evaluation.metrics import binary
 from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import Contingency, binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
 from evaluation.readers import zarr_store
-from evaluation.suites.cellmap.alignment import align
 from evaluation.suites.cellmap.options import INSTANCE_CLASSES
 
 TOO_MANY = "skipped_too_many_instances"
@@ -34,12 +34,13 @@ SPARSE_BOX_FACTOR = 32
 # Reading (inputs.read_pair)
 
 
-def _read_trusted(path: Path, display: str) -> np.ndarray:
-    return zarr_store.read_array(zarr_store.open_array(path, display, trusted=True), display, trusted=True)
+def _read_truth(path: Path, display: str) -> np.ndarray:
+    with organizer_file():
+        return zarr_store.read_array(zarr_store.open_array(path, display), display)
 
 
 def read_pair(pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.ndarray]:
-    truth = _read_trusted(pair.truth, "truth array")
+    truth = _read_truth(pair.truth, "truth array")
     if truth.shape != tuple(pair.grid.shape):
         raise PhaseError("a truth array's shape differs from its manifest row")
     source = zarr_store.open_array(pair.pred, pair.display)
@@ -54,7 +55,7 @@ def read_pair(pair, infer_scale_from_shape: bool) -> tuple[np.ndarray, np.ndarra
         infer_scale_from_shape=infer_scale_from_shape,
     )
     if pair.mask:
-        mask = _read_trusted(pair.mask, "mask")
+        mask = _read_truth(pair.mask, "mask")
         pred, truth = pred * mask, truth * mask
     return truth, pred
 

@@ -27,6 +27,7 @@ import dataclasses
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -45,16 +46,19 @@ class Annotators(Suite):
     higher_is_better = True
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: ImageTask) -> dict:
-        return scoring.score_task(payload)
+        with participant_file():
+            return scoring.score_task(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: ImageTask) -> dict:
-        return scoring.check_task(payload)
+        with participant_file():
+            return scoring.check_task(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)

@@ -18,7 +18,7 @@ import numpy as np
 
 from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission
@@ -121,7 +121,7 @@ def annotation_voxels(path: str) -> int:
     """Voxel count of a (trusted) annotation file from its header, for the memory estimate."""
     try:
         return public.voxel_count(Path(path), "annotation")
-    except GraderError:  # an estimate only; the worker reports the unreadable file
+    except Unusable:  # an estimate only; the worker reports the unreadable file
         return Path(path).stat().st_size * 4
 
 
@@ -234,12 +234,12 @@ def read_annotations(files: dict[str, str | None], image: str) -> tuple[dict[str
         for name, path in files.items():
             if path is None:
                 continue
-            volume = zyx_volume(images.read(Path(path), display="annotation", trusted=True), "annotation")
+            volume = zyx_volume(images.read(Path(path), display="annotation"), "annotation")
             if first is not None and volume[0].array.shape != first[0].array.shape:
                 raise PhaseError(f"the annotations of image {image!r} differ in shape")
             first = first or volume
             masks[name] = (volume[0].array != 0).astype(np.uint8)
-    except SubmissionError as exc:
+    except (Unusable, SubmissionError) as exc:  # the organizer's file
         raise PhaseError(f"an annotation of image {image!r} cannot be used: {exc}") from None
     shape = first[0].array.shape
     return {name: masks.get(name, np.zeros(shape, dtype=np.uint8)) for name in files}, first
@@ -282,9 +282,10 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     annotators = find_annotators(phase, options)
     truth = truth_images(annotators)
     models = submitted_models(submission, set(truth))
-    if options.max_models is not None and len(models) > options.max_models:
+    if len(models) > options.max_models:
+        shown = ", ".join(sorted(models)[:5]) + (", ..." if len(models) > 5 else "")
         raise SubmissionError(
-            f"the submission holds {len(models)} models ({', '.join(sorted(models))}); this phase accepts at most {options.max_models}"
+            f"the submission holds {len(models)} models ({shown}); this phase accepts at most {options.max_models}"
         )
     voxels = {image: annotation_voxels(next(f for f in files.values() if f)) for image, files in truth.items()}
     tasks, skipped, ignored = [], {}, {}
@@ -312,11 +313,10 @@ def publish(phase: Phase, output: Path) -> None:
     always the file grading checks a prediction against."""
     annotators = find_annotators(phase, Options.from_phase(phase))
     for files in truth_images(annotators).values():
-        headers = {
-            name: public.Header.of(images.read(Path(path), display="annotation", trusted=True))
-            for name, path in files.items()
-            if path
-        }
+        with organizer_file():
+            headers = {
+                name: public.Header.of(images.read(Path(path), display="annotation")) for name, path in files.items() if path
+            }
         first = next(iter(headers))
         name_of_first = Path(files[first]).name
         for name, folder in annotators.items():

@@ -21,7 +21,7 @@ class Options:
     staple_threshold: float
     surface_distance: str  # all_pixels | boundary | boundary_pooled
     missing_prediction: str  # empty | skip (the tool's behaviour)
-    max_models: int | None
+    max_models: int
     report: bool
 
     @classmethod

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -44,10 +45,12 @@ class CellMap(Suite):
     ranking = "overall_score"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
 
     def score(self, payload: Pair) -> dict:
-        return scoring.score(payload, VERSIONS[payload.version])
+        with participant_file():
+            return scoring.score(payload, VERSIONS[payload.version])
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])
@@ -81,4 +84,5 @@ class CellMap(Suite):
         inputs.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: Pair) -> dict:
-        return scoring.check(payload, VERSIONS[payload.version])
+        with participant_file():
+            return scoring.check(payload, VERSIONS[payload.version])

@@ -17,7 +17,7 @@ import numpy as np
 
 from evaluation import log, machine, public
 from evaluation.contract import Payload, Plan, Task
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.metrics import hausdorff, label_stats
 from evaluation.phase import Phase
 from evaluation.readers import untrusted, zarr_store
@@ -288,7 +288,7 @@ def _task(
             interpolated.add(np.dtype(source.dtype).newbyteorder("="))
             if (np.asarray(scale) < 1).any():  # the anti-aliasing filter's output is interpolated
                 interpolated.add(np.dtype(np.float32 if source.dtype == bool else np.float64))
-    except SubmissionError as exc:
+    except (Unusable, SubmissionError) as exc:  # the prediction's metadata: the participant's to fix
         estimate, refusal = 0, str(exc)
     return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal)
 
@@ -296,9 +296,9 @@ def _task(
 def _truth_arrays(pair: Pair):
     """(truth, mask or None) of a pair, metadata only (a broken truth array fails at scoring)."""
     try:
-        truth = zarr_store.open_array(pair.truth, "truth array", trusted=True)
-        mask = zarr_store.open_array(pair.mask, "mask", trusted=True) if pair.mask else None
-    except PhaseError:
+        truth = zarr_store.open_array(pair.truth, "truth array")
+        mask = zarr_store.open_array(pair.mask, "mask") if pair.mask else None
+    except Unusable:
         return None, None
     return truth, mask
 
@@ -315,7 +315,8 @@ def _truth_dtype(pair: Pair):
 def _not_submitted(truth_path: Path, instance: bool, grid: Grid | None, version: Version) -> dict:
     """The entry of a truth label without a task. Its voxel size is the truth array's
     attribute (``empty_label_score``), else the manifest's (the reference fails then)."""
-    truth = zarr_store.open_array(truth_path, "truth array", trusted=True)
+    with organizer_file():
+        truth = zarr_store.open_array(truth_path, "truth array")
     voxel_size = zarr_store.attributes(truth).get("voxel_size") or (grid.voxel_size if grid else None)
     if voxel_size is None:
         raise PhaseError("a truth array has neither a voxel_size attribute nor a manifest row")
@@ -332,14 +333,16 @@ def open_pair(pair: Pair, infer_scale_from_shape: bool):
     truth = open_truth(pair)
     pred = open_prediction(pair, infer_scale_from_shape)
     if pair.mask:
-        mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask", trusted=True), "mask", trusted=True)
+        with organizer_file():
+            mask = volumes.ZarrVolume(zarr_store.open_array(pair.mask, "mask"), "mask", organizer_file)
         pred, truth = volumes.Masked(pred, mask), volumes.Masked(truth, mask)
     return truth, pred
 
 
 def open_truth(pair: Pair) -> volumes.ZarrVolume:
     """The truth array as a volume, from its metadata (all a public phase holds of it)."""
-    truth = volumes.ZarrVolume(zarr_store.open_array(pair.truth, "truth array", trusted=True), "truth array", trusted=True)
+    with organizer_file():
+        truth = volumes.ZarrVolume(zarr_store.open_array(pair.truth, "truth array"), "truth array", organizer_file)
     if truth.shape != tuple(pair.grid.shape):
         raise PhaseError("a truth array's shape differs from its manifest row")
     return truth
@@ -349,7 +352,7 @@ def open_prediction(pair: Pair, infer_scale_from_shape: bool):
     """The submitted array on the truth's grid, unmasked. The resampling order follows the
     reference's global instance list, whatever ``instance_classes`` says (``match_crop_space``)."""
     source = zarr_store.open_array(pair.pred, pair.display)
-    cache = volumes.ChunkCache(source, pair.display, trusted=False)
+    cache = volumes.ChunkCache(source, pair.display)
 
     def read(region, out=None):  # the passes reuse their buffers; the distances' boxes go through the cache
         if out is None and isinstance(region, tuple):
@@ -371,12 +374,13 @@ def open_prediction(pair: Pair, infer_scale_from_shape: bool):
 
 @functools.lru_cache(maxsize=256)
 def _count_instances_cached(path: str, modified_ns: int) -> int:
-    array = zarr_store.open_array(Path(path), "truth array", trusted=True)
-    shape = tuple(array.shape)
-    ids = np.zeros(0, dtype=np.uint64)
-    for z0, z1 in slab_bounds(shape[0], slices_per_slab(int(np.prod(shape[1:])), SLAB_VOXELS)):
-        slab = zarr_store.read_array(array, "truth array", trusted=True, region=slice(z0, z1))
-        ids = np.union1d(ids, np.unique(slab).astype(np.uint64))
+    with organizer_file():
+        array = zarr_store.open_array(Path(path), "truth array")
+        shape = tuple(array.shape)
+        ids = np.zeros(0, dtype=np.uint64)
+        for z0, z1 in slab_bounds(shape[0], slices_per_slab(int(np.prod(shape[1:])), SLAB_VOXELS)):
+            slab = zarr_store.read_array(array, "truth array", region=slice(z0, z1))
+            ids = np.union1d(ids, np.unique(slab).astype(np.uint64))
     return int(np.count_nonzero(ids))
 
 

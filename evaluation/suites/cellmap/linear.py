@@ -58,100 +58,102 @@ def tables(input_shape, output_shape, zoom) -> list | None:
     return out
 
 
-if numba is not None:
+@numba.njit(cache=True, nogil=True, inline="always")
+def _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, t):
+    """Row (a, b) of the C loop's sums into ``t``."""
+    t[:] = 0.0
+    for h0 in range(2):
+        z = iz[a, h0]
+        if z < 0:
+            continue
+        w0 = wz[a, h0]
+        for h1 in range(2):
+            y = iy[b, h1]
+            if y < 0:
+                continue
+            w1 = wy[b, h1]
+            row = source[z, y]
+            for c in range(t.shape[0]):
+                t[c] += ((row[ix[c, 0]] * w0) * w1) * wx[c, 0]
+                t[c] += ((row[ix[c, 1]] * w0) * w1) * wx[c, 1]
 
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, t):
-        """Row (a, b) of the C loop's sums into ``t``."""
-        t[:] = 0.0
+
+@numba.njit(cache=True, nogil=True)
+def _values(source, iz, wz, iy, wy, ix, wx, out):
+    t = np.empty(out.shape[2])
+    for a in range(out.shape[0]):
+        for b in range(out.shape[1]):
+            _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, t)
+            out[a, b, :] = t
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decide(v, low, high, single_type, single_out, threshold):
+    if single_type:
+        v = np.float64(np.float32(v))
+    v = min(max(v, low), high)
+    if single_out:
+        v = np.float64(np.float32(v))
+    return v > threshold
+
+
+@numba.njit(cache=True, nogil=True)
+def _plane(source, z, y0, iy, wy, ix, wx, along_x, plane):
+    """Input plane z interpolated along x (its rows y0 on), then along y."""
+    for y in range(along_x.shape[0]):
+        row, dst = source[z, y0 + y], along_x[y]
+        for c in range(dst.shape[0]):
+            dst[c] = row[ix[c, 0]] * wx[c, 0] + row[ix[c, 1]] * wx[c, 1]
+    plane[:] = 0.0
+    for b in range(plane.shape[0]):
+        for h1 in range(2):
+            y = iy[b, h1]
+            if y >= 0:
+                w1, src, dst = wy[b, h1], along_x[y - y0], plane[b]
+                for c in range(dst.shape[0]):
+                    dst[c] += src[c] * w1
+
+
+@numba.njit(cache=True, nogil=True)
+def _mask(source, iz, wz, iy, wy, ix, wx, low, high, single_type, single_out, threshold, margin, out):
+    """Output planes in order, each from two input planes interpolated along x and y and
+    kept in two slots (linear interpolation reads planes z and z + 1: z % 2 tells the
+    slot), so that the buffers stay small and are reused."""
+    nz, ny, nx = out.shape
+    y0, y1 = source.shape[1], 0  # the input rows the box reads
+    for b in range(ny):
+        for h1 in range(2):
+            if iy[b, h1] >= 0:
+                y0, y1 = min(y0, iy[b, h1]), max(y1, iy[b, h1] + 1)
+    y0 = min(y0, y1)
+    along_x, planes = np.empty((y1 - y0, nx)), np.empty((2, ny, nx))
+    held = np.array([-1, -1])
+    t, exact = np.empty(nx), np.empty(nx)
+    for a in range(nz):
         for h0 in range(2):
             z = iz[a, h0]
-            if z < 0:
-                continue
-            w0 = wz[a, h0]
-            for h1 in range(2):
-                y = iy[b, h1]
-                if y < 0:
-                    continue
-                w1 = wy[b, h1]
-                row = source[z, y]
-                for c in range(t.shape[0]):
-                    t[c] += ((row[ix[c, 0]] * w0) * w1) * wx[c, 0]
-                    t[c] += ((row[ix[c, 1]] * w0) * w1) * wx[c, 1]
-
-    @numba.njit(cache=True, nogil=True)
-    def _values(source, iz, wz, iy, wy, ix, wx, out):
-        t = np.empty(out.shape[2])
-        for a in range(out.shape[0]):
-            for b in range(out.shape[1]):
-                _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, t)
-                out[a, b, :] = t
-
-    @numba.njit(cache=True, nogil=True, inline="always")
-    def _decide(v, low, high, single_type, single_out, threshold):
-        if single_type:
-            v = np.float64(np.float32(v))
-        v = min(max(v, low), high)
-        if single_out:
-            v = np.float64(np.float32(v))
-        return v > threshold
-
-    @numba.njit(cache=True, nogil=True)
-    def _plane(source, z, y0, iy, wy, ix, wx, along_x, plane):
-        """Input plane z interpolated along x (its rows y0 on), then along y."""
-        for y in range(along_x.shape[0]):
-            row, dst = source[z, y0 + y], along_x[y]
-            for c in range(dst.shape[0]):
-                dst[c] = row[ix[c, 0]] * wx[c, 0] + row[ix[c, 1]] * wx[c, 1]
-        plane[:] = 0.0
-        for b in range(plane.shape[0]):
-            for h1 in range(2):
-                y = iy[b, h1]
-                if y >= 0:
-                    w1, src, dst = wy[b, h1], along_x[y - y0], plane[b]
-                    for c in range(dst.shape[0]):
-                        dst[c] += src[c] * w1
-
-    @numba.njit(cache=True, nogil=True)
-    def _mask(source, iz, wz, iy, wy, ix, wx, low, high, single_type, single_out, threshold, margin, out):
-        """Output planes in order, each from two input planes interpolated along x and y and
-        kept in two slots (linear interpolation reads planes z and z + 1: z % 2 tells the
-        slot), so that the buffers stay small and are reused."""
-        nz, ny, nx = out.shape
-        y0, y1 = source.shape[1], 0  # the input rows the box reads
+            if z >= 0 and held[z % 2] != z:
+                _plane(source, z, y0, iy, wy, ix, wx, along_x, planes[z % 2])
+                held[z % 2] = z
         for b in range(ny):
-            for h1 in range(2):
-                if iy[b, h1] >= 0:
-                    y0, y1 = min(y0, iy[b, h1]), max(y1, iy[b, h1] + 1)
-        y0 = min(y0, y1)
-        along_x, planes = np.empty((y1 - y0, nx)), np.empty((2, ny, nx))
-        held = np.array([-1, -1])
-        t, exact = np.empty(nx), np.empty(nx)
-        for a in range(nz):
+            t[:] = 0.0
             for h0 in range(2):
                 z = iz[a, h0]
-                if z >= 0 and held[z % 2] != z:
-                    _plane(source, z, y0, iy, wy, ix, wx, along_x, planes[z % 2])
-                    held[z % 2] = z
-            for b in range(ny):
-                t[:] = 0.0
-                for h0 in range(2):
-                    z = iz[a, h0]
-                    if z >= 0:
-                        w0, src = wz[a, h0], planes[z % 2, b]
-                        for c in range(nx):
-                            t[c] += src[c] * w0
-                near = False
+                if z >= 0:
+                    w0, src = wz[a, h0], planes[z % 2, b]
+                    for c in range(nx):
+                        t[c] += src[c] * w0
+            near = False
+            for c in range(nx):
+                if abs(t[c] - threshold) <= margin:
+                    near = True
+                else:
+                    out[a, b, c] = _decide(t[c], low, high, single_type, single_out, threshold)
+            if near:  # the exact sums of this row decide its voxels near the threshold
+                _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, exact)
                 for c in range(nx):
                     if abs(t[c] - threshold) <= margin:
-                        near = True
-                    else:
-                        out[a, b, c] = _decide(t[c], low, high, single_type, single_out, threshold)
-                if near:  # the exact sums of this row decide its voxels near the threshold
-                    _exact_row(source, iz, wz, iy, wy, ix, wx, a, b, exact)
-                    for c in range(nx):
-                        if abs(t[c] - threshold) <= margin:
-                            out[a, b, c] = _decide(exact[c], low, high, single_type, single_out, threshold)
+                        out[a, b, c] = _decide(exact[c], low, high, single_type, single_out, threshold)
 
 
 def _on(table_list, box) -> list:
@@ -180,14 +182,13 @@ def warm_up(dtypes) -> None:
     once, e.g. in a parent process before it forks a worker per task (each compile takes
     seconds). If compiling fails, ``tables`` returns None from then on and scipy's routine
     interpolates (same values, slower)."""
-    if not jit.compiled():
-        return
-    try:
+
+    def compile_all():
         for dtype in dtypes:
             source = np.zeros((2, 2, 2), dtype)
             table_list = tables(source.shape, (4, 4, 4), np.full(3, 0.5))
             box = (slice(0, 4),) * 3
             mask(source, table_list, box, 0.0, 1.0, False, False, 0.5, 1.0)
             values(source, table_list, box, np.float64)
-    except Exception as exc:
-        jit.disable(exc)
+
+    jit.warm_up("linear interpolation", compile_all, [__file__])

@@ -1,5 +1,6 @@
-"""The arrays of one (crop, label) as *volumes*: anything with ``shape``, ``dtype`` and
-``read(box)``, where ``box`` is a tuple of step-1 slices with explicit bounds. A task reads its
+"""The arrays of one (crop, label) as *volumes*: ``readers.regions.RegionArray``s (``shape``,
+``dtype``, ``read(box)``, ``stored(box)``), where ``box`` is a tuple of step-1 slices with
+explicit bounds. A task reads its
 truth, aligned prediction and mask region by region instead of whole, so that its memory does
 not grow with the crop (issue 14: a 1000^3 crop is 8 GB as uint64).
 
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from evaluation.errors import participant_file
 from evaluation.metrics.overlap import BinaryCounts
 from evaluation.readers import zarr_store
 
@@ -88,8 +90,8 @@ class ChunkCache:
     128^3 uint64 chunk is 16 MB to decode for a box corner). Regions spanning many chunks are
     read directly. Safe to use from several threads."""
 
-    def __init__(self, array: zarr_store.Array, display: str, trusted: bool, budget: int = CACHE_BYTES):
-        self.array, self.display, self.trusted, self.budget = array, display, trusted, budget
+    def __init__(self, array: zarr_store.Array, display: str, owner=participant_file, budget: int = CACHE_BYTES):
+        self.array, self.display, self.owner, self.budget = array, display, owner, budget
         self.grid = tuple(int(c) for c in (array.shards or array.chunks))
         self._chunks: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
@@ -100,7 +102,8 @@ class ChunkCache:
                 self._chunks.move_to_end(coords)
                 return self._chunks[coords]
         region = tuple(slice(c * g, min((c + 1) * g, n)) for c, g, n in zip(coords, self.grid, self.array.shape))
-        chunk = zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=region)
+        with self.owner():
+            chunk = zarr_store.read_array(self.array, self.display, region=region)
         with self._lock:
             self._chunks[coords] = chunk
             size = sum(c.nbytes for c in self._chunks.values())
@@ -114,7 +117,8 @@ class ChunkCache:
         span = math.prod(h - lo for lo, h in zip(low, high))
         chunk_bytes = math.prod(self.grid) * self.array.dtype.itemsize
         if span > 8 or span * chunk_bytes > self.budget // 2:  # a tile, or a box over many chunks
-            return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box)
+            with self.owner():
+                return zarr_store.read_array(self.array, self.display, region=box)
         out = np.empty(box_shape(box), self.array.dtype)
         for offset in np.ndindex(*[h - lo for lo, h in zip(low, high)]):
             coords = tuple(lo + o for lo, o in zip(low, offset))
@@ -129,15 +133,16 @@ class ChunkCache:
 
 
 class ZarrVolume:
-    """A zarr array read region by region; ``trusted`` for the organizer's ground truth
-    (errors are ``PhaseError``), else the participant's (``SubmissionError``)."""
+    """A zarr array read region by region; ``owner`` says whose it is (``errors.organizer_file``
+    for the ground truth, ``errors.participant_file`` for a prediction), i.e. who is to fix a
+    refusal while it is read."""
 
-    def __init__(self, array: zarr_store.Array, display: str, trusted: bool = False):
-        self.array, self.display, self.trusted = array, display, trusted
+    def __init__(self, array: zarr_store.Array, display: str, owner=participant_file):
+        self.array, self.display, self.owner = array, display, owner
         self.shape, self.dtype = tuple(array.shape), array.dtype
         self.chunks = tuple(array.chunks)
         self._held = None
-        self._cache = ChunkCache(array, display, trusted)
+        self._cache = ChunkCache(array, display, owner)
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         if not reuse:  # a box of the distances: through the chunk cache
@@ -145,15 +150,18 @@ class ZarrVolume:
         out = _buffer(self._held, box_shape(box), self.dtype)
         if self._held is None or out.base is None:
             self._held = out
-        return zarr_store.read_array(self.array, self.display, trusted=self.trusted, region=box, out=out)
+        with self.owner():
+            return zarr_store.read_array(self.array, self.display, region=box, out=out)
 
     def stored(self, box: Box) -> bool:
         """False when the box holds no stored chunk and the fill value is 0 (all zeros)."""
-        return self.array.stored(box)
+        with self.owner():
+            return self.array.stored(box)
 
     def regions(self, box: Box) -> list[Box]:
         """The parts of ``box`` that may hold nonzero values (its stored chunks), raster order."""
-        found = self.array.stored_regions(box)
+        with self.owner():
+            found = self.array.stored_regions(box)
         return [box] if found is None else found
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from evaluation import public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.metrics import lee_thinning
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -40,13 +41,15 @@ class Fisbe(Suite):
         return Plan(tasks=tasks, missing=[t.key for t in tasks if t.payload.prediction is None])
 
     def score(self, payload: Sample) -> dict:
-        return scoring.score(payload)
+        with participant_file():
+            return scoring.score(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: Sample) -> dict:
-        return scoring.check(payload)
+        with participant_file():
+            return scoring.check(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes)

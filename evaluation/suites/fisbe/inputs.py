@@ -13,6 +13,7 @@ larger array to the smaller.
 
 import math
 import re
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from evaluation import log, public
 from evaluation.contract import Payload, Task
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.label_stacks import SUFFIXES, Channel, LabelArray, open_labels, stream_channels
@@ -152,7 +153,7 @@ def memory_estimate(truth: Path, keys: tuple[str, ...]) -> int:
     base = 320 * 2**20
     try:
         return base + 2 * math.prod(truth_spatial_shape(truth, keys))
-    except Exception:  # an unreadable truth fails properly in its task
+    except Unusable:  # an unreadable truth fails properly in its task
         return base
 
 
@@ -160,7 +161,7 @@ def truth_spatial_shape(truth: Path, keys: tuple[str, ...]) -> tuple[int, ...]:
     """The image's (z, y, x) shape from the ground truth's metadata (a public phase's header)."""
     if public.is_header(truth):
         return public.read_header(truth).shape
-    with open_labels(truth, keys, "ground truth", trusted=True) as array:
+    with open_labels(truth, keys, "ground truth") as array:
         return array.shape[-3:]
 
 
@@ -171,7 +172,7 @@ def publish(phase: Phase, options: Options, output: Path) -> None:
     if not truth_root.is_dir():
         raise PhaseError("the ground-truth folder named in phase.yaml does not exist")
     for sample, path in truth_files(truth_root).items():
-        with open_labels(path, options.truth_key, "ground truth", trusted=True) as array:
+        with organizer_file(), open_labels(path, options.truth_key, "ground truth") as array:
             if len(array.shape) not in (3, 4):
                 raise PhaseError(f"ground truth of sample {sample} has {len(array.shape)} dimensions after squeezing")
             header = public.Header(shape=array.shape[-3:], dtype=np.dtype(array.array.dtype).name)
@@ -222,7 +223,9 @@ def crops(gt_shape: tuple, pred_shape: tuple, display: str) -> tuple[tuple, tupl
 def read_sample(sample: Sample) -> SamplePair:
     """Both arrays of ``sample`` as sparse channels on the cropped grid; a missing prediction
     is one empty channel on the ground truth's grid."""
-    with open_labels(Path(sample.truth), sample.truth_key, "ground truth", trusted=True) as gt_array:
+    with ExitStack() as files:
+        with organizer_file():
+            gt_array = files.enter_context(open_labels(Path(sample.truth), sample.truth_key, "ground truth"))
         if len(gt_array.shape) not in (3, 4):
             raise PhaseError(f"ground truth of sample {sample.sample} has {len(gt_array.shape)} dimensions after squeezing")
         dims = list(gt_array.attrs.get("dim_neurons", [])) if sample.truth.endswith(".zarr") else []
@@ -233,8 +236,10 @@ def read_sample(sample: Sample) -> SamplePair:
                 [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))],
             )
         else:
-            gt_region, pred_channels = read_prediction(sample, gt_spatial)
-        gt_channels = stream_channels(gt_array, gt_region)
+            with participant_file():
+                gt_region, pred_channels = read_prediction(sample, gt_spatial)
+        with organizer_file():
+            gt_channels = stream_channels(gt_array, gt_region)
     for channel in gt_channels:
         if channel.values.size and channel.values.min() < 0:
             raise PhaseError("ground truth holds negative ids")

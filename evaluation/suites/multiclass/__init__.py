@@ -26,6 +26,7 @@ import math
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, census
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -42,16 +43,19 @@ class Multiclass(Suite):
     ranking = aggregate.HEADLINE
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: Batch) -> dict:
-        return scoring.score_batch(payload)
+        with participant_file():
+            return scoring.score_batch(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: Batch) -> dict:
-        return scoring.check_batch(payload)
+        with participant_file():
+            return scoring.check_batch(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission, entries
@@ -179,7 +179,7 @@ def truth_voxels(path: Path) -> int:
     header); the file size if the header cannot be read (the worker then reports why)."""
     try:
         return public.voxel_count(path, TRUTH)
-    except GraderError:
+    except Unusable:
         return path.stat().st_size if path.is_file() else 1 << 20
 
 
@@ -227,4 +227,6 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
 def publish(phase: Phase, output: Path) -> None:
     """A header (shape, data type, geometry) for every truth label map, as scoring reads it."""
     for path in truth_cases(phase, Options.from_phase(phase)).values():
-        public.header_of(phase, path, output, public.Header.of(images.read(path, display=TRUTH, trusted=True)))
+        with organizer_file():
+            volume = images.read(path, display=TRUTH)
+        public.header_of(phase, path, output, public.Header.of(volume))

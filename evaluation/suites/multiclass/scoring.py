@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
-from evaluation.errors import PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, participant_file
 from evaluation.metrics.confusion import ClassIndex, confusion_matrix, region_counts
 from evaluation.readers import images
 from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
@@ -69,15 +69,16 @@ def score_case(batch: Batch, item: Case) -> dict:
     one confusion matrix of the declared labels, each entry's counts read off it."""
     index = ClassIndex(batch.labels, batch.ignore_index)
     try:
-        truth_volume = images.read(Path(item.truth), display=TRUTH, trusted=True)
-    except SubmissionError as exc:
+        truth_volume = images.read(Path(item.truth), display=TRUTH)
+    except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {item.case}: {exc}") from None
     truth = as_labels(truth_volume, f"the ground truth of case {item.case}", PhaseError)
     if item.pred is None:  # missing_cases: empty
         fill = batch.background if batch.background is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
     else:
-        pred = read_prediction(batch, item, truth_volume)
+        with participant_file():
+            pred = read_prediction(batch, item, truth_volume)
     counts = region_counts(confusion_matrix(truth, pred, index), batch.entries)
     return {key: getattr(counts, key.lower()).tolist() for key in COUNT_KEYS}
 

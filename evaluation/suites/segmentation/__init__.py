@@ -15,6 +15,7 @@ from pathlib import Path
 
 from evaluation import log, public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
+from evaluation.errors import participant_file
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -43,13 +44,20 @@ def warm_up(options: Options) -> None:
 
         return mode_results.warm_up(options)
 
+    from evaluation.metrics import grouped, instance_pairs, jit, nearest
+    from evaluation.suites.segmentation import scoring
     from evaluation.suites.segmentation.scoring import score_arrays
 
     labels = options.label_ids or (1,)
-    for shape in ((6, 7), (5, 6, 7)):
-        truth = np.zeros(shape, np.uint8)
-        truth[(slice(1, 4),) * len(shape)] = labels[0]
-        score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
+
+    def compile_all():
+        for shape in ((6, 7), (5, 6, 7)):
+            truth = np.zeros(shape, np.uint8)
+            truth[(slice(1, 4),) * len(shape)] = labels[0]
+            score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0,) * len(shape), options)
+
+    modules = [m.__file__ for m in (scoring, nearest, grouped, instance_pairs)]
+    jit.warm_up("segmentation metrics", compile_all, modules, equivalents=False)
 
 
 def warm_up_every_definition() -> None:
@@ -150,17 +158,19 @@ class Segmentation(Suite):
         return found
 
     def score(self, payload: CaseTask) -> dict:
-        if payload.options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)
-            from evaluation.suites.segmentation import mode_results
+        with participant_file():
+            if payload.options.mode is not None:  # issue 23: a whole evaluation (panoptica's configuration, a BraTS preset)
+                from evaluation.suites.segmentation import mode_results
 
-            return mode_results.score_case(payload)
-        return score_case(payload)
+                return mode_results.score_case(payload)
+            return score_case(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: CaseTask) -> dict:
-        return check_case(payload)
+        with participant_file():
+            return check_case(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         options, files = plan.context["options"], plan.context["files"]

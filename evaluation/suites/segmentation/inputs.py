@@ -16,7 +16,7 @@ import numpy as np
 
 from evaluation import public
 from evaluation.contract import Payload
-from evaluation.errors import GraderError, PhaseError, SubmissionError
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.volume import Volume
@@ -83,7 +83,7 @@ def memory_estimate(path: Path) -> int:
     the header cannot be read: the worker then reports why)."""
     try:
         voxels = public.voxel_count(path, "a ground-truth label map")
-    except GraderError:
+    except Unusable:
         voxels = path.stat().st_size if path.is_file() else 1 << 20
     return voxels * BYTES_PER_VOXEL + (64 << 20)
 
@@ -122,8 +122,8 @@ def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]
     """(truth, prediction, spacing) of a case, the prediction checked against the truth."""
     truth_display = f"the ground truth of case {task.case}"
     try:
-        truth_volume = images.read(Path(task.truth), display=truth_display, trusted=True)
-    except SubmissionError as exc:
+        truth_volume = images.read(Path(task.truth), display=truth_display)
+    except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {task.case}: {exc}") from None
     truth = integer_labels(truth_volume, truth_display, PhaseError)
     pred = np.zeros(truth.shape, np.uint8) if task.prediction is None else read_prediction(task, truth_volume)
@@ -141,7 +141,8 @@ def read_prediction(task: CaseTask, truth: Volume) -> np.ndarray:
 def publish(phase: Phase, output: Path) -> None:
     """A header (shape, data type, geometry) for every truth label map, as scoring reads it."""
     for case, path in truth_cases(phase, Options.from_phase(phase)).items():
-        volume = images.read(path, display=f"the ground truth of case {case}", trusted=True)
+        with organizer_file():
+            volume = images.read(path, display=f"the ground truth of case {case}")
         public.header_of(phase, path, output, public.Header.of(volume))
 
 

@@ -120,23 +120,26 @@ def maximize_merge(ov: Overlaps, scores: np.ndarray, threshold: float, strict: b
     overlapping an already matched reference is merged into it when the score (IoU, or Dice
     with ``dice``) of the union beats the reference's current score, whatever its own."""
     matching, used, best = Matching(), set(), {}
+    inter_of, size_of = {}, {}  # per matched reference: the merged predictions' intersection and size so far
     for k in np.argsort(-scores, kind="stable"):
         ref, pred = int(ov.ref[k]), int(ov.pred[k])
         if pred in used:
             continue
         if ref in matching.pairs:
-            merged = matching.pairs[ref] + [pred]
-            inter = sum(int(ov.inter[(ov.ref == ref) & (ov.pred == p)].sum()) for p in merged)
-            total = int(ov.ref_size[ref]) + int(ov.pred_size[merged].sum())
+            # a prediction meets a reference in one pair (k): the union's intersection and size
+            # grow by that pair's, so each candidate costs O(1), not a pass over all pairs
+            inter = inter_of[ref] + int(ov.inter[k])
+            size = size_of[ref] + int(ov.pred_size[pred])
+            total = int(ov.ref_size[ref]) + size
             score = 2 * inter / total if dice else inter / (total - inter)
             if score > best[ref]:
                 matching.add(ref, pred)
                 used.add(pred)
-                best[ref] = score
+                best[ref], inter_of[ref], size_of[ref] = score, inter, size
         elif passes(scores[k], threshold, strict):
             matching.add(ref, pred)
             used.add(pred)
-            best[ref] = float(scores[k])
+            best[ref], inter_of[ref], size_of[ref] = float(scores[k]), int(ov.inter[k]), int(ov.pred_size[pred])
     return matching
 
 

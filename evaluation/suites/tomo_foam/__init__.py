@@ -16,6 +16,7 @@ Modules: ``options`` (the phase options), ``truth`` (a phantom's ground truth), 
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -33,10 +34,12 @@ class TomoFoam(Suite):
     ranking = "harm_mean"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: PhantomTask) -> dict:
-        return scoring.score_phantom(payload)
+        with participant_file():
+            return scoring.score_phantom(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
@@ -61,4 +64,5 @@ class TomoFoam(Suite):
         truth.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: PhantomTask) -> dict:
-        return scoring.check_phantom(payload)
+        with participant_file():
+            return scoring.check_phantom(payload)

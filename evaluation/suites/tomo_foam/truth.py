@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers.slabs import open_slabs
 from evaluation.suites.tomo_foam.options import Options
@@ -88,7 +88,7 @@ def _label_volume_shape(name: str, path: Path) -> tuple[int, ...]:
     if public.is_header(path):
         shape = public.read_header(path).shape
     else:
-        with open_slabs(path, display=LABELS, trusted=True) as volume:  # its header only
+        with organizer_file(), open_slabs(path, display=LABELS) as volume:  # its header only
             shape = volume.shape
     if len(shape) != 3:
         raise PhaseError(f"phantom {name}: its label volume is not 3-D")
@@ -100,7 +100,7 @@ def publish(phase: Phase, options: Options, output: Path) -> None:
     void list (the voids are the ground truth)."""
     for truth in phantom_truths(phase, options):
         if truth.labels is not None:
-            with open_slabs(truth.labels, display=LABELS, trusted=True) as volume:
+            with organizer_file(), open_slabs(truth.labels, display=LABELS) as volume:
                 header = public.Header(shape=tuple(volume.shape), dtype=np.dtype(volume.dtype).name)
             public.header_of(phase, truth.labels, output, header)
         if truth.spheres is not None and truth.spheres.exists():
@@ -129,9 +129,9 @@ def read_void_list(path: Path, with_sizes: bool) -> tuple[np.ndarray, np.ndarray
     from evaluation.readers import hdf5
 
     try:
-        records = np.asarray(hdf5.read(path, "spheres", path.name, trusted=True)[0], dtype=np.float32)
-        sizes = np.asarray(hdf5.read(path, "sizes", path.name, trusted=True)[0], dtype=np.float32) if with_sizes else None
-    except PhaseError as exc:
+        records = np.asarray(hdf5.read(path, "spheres", path.name)[0], dtype=np.float32)
+        sizes = np.asarray(hdf5.read(path, "sizes", path.name)[0], dtype=np.float32) if with_sizes else None
+    except Unusable as exc:  # the organizer's file
         needed = "'spheres' and 'sizes'" if with_sizes else "'spheres'"
         raise PhaseError(
             f"a phantom's void list cannot be read (an HDF5 file with dataset {needed} is expected): {exc}"
@@ -153,17 +153,19 @@ def rasterizer(truth: PhantomTruth) -> Rasterizer:
 
 
 class _LabelFile:
-    """A precomputed label volume read slab by slab (``trusted``: the organiser's file)."""
+    """A precomputed label volume read slab by slab (the organiser's file)."""
 
     def __init__(self, path: Path, shape):
-        self._slabs = open_slabs(path, display=LABELS, trusted=True)
+        with organizer_file():
+            self._slabs = open_slabs(path, display=LABELS)
         if self._slabs.shape != tuple(shape):
             raise PhaseError(f"a phantom's label volume has shape {self._slabs.shape}, its grid says {tuple(shape)}")
         if self._slabs.dtype.kind not in "ui":
             raise PhaseError(f"a phantom's label volume has data type {self._slabs.dtype}; expected integers 0-4")
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
-        labels = self._slabs.read(z0, z1)
+        with organizer_file():
+            labels = self._slabs.read(z0, z1)
         if labels.dtype == np.uint8:
             return labels  # values above 4 are caught by slab_counts
         if labels.size and (int(labels.min()) < 0 or int(labels.max()) > 4):

@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
+from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -31,10 +32,12 @@ class TomoFuelCell(Suite):
     ranking = "harm_mean"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        return inputs.plan(submission, phase, resources)
+        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
+            return inputs.plan(submission, phase, resources)
 
     def score(self, payload: StepTask) -> dict:
-        return scoring.score_step(payload)
+        with participant_file():
+            return scoring.score_step(payload)
 
     def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
@@ -57,4 +60,5 @@ class TomoFuelCell(Suite):
         inputs.publish(phase, output)
 
     def check(self, payload: StepTask) -> dict:
-        return scoring.check_step(payload)
+        with participant_file():
+            return scoring.check_step(payload)

@@ -13,7 +13,7 @@ import numpy as np
 
 from evaluation import log, public
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers.slabs import SLAB_VOXELS, open_slabs
 from evaluation.readers.tomo_volumes import Window, match_files
@@ -88,7 +88,7 @@ def publish(phase: Phase, output: Path) -> None:
         templates = [options.truth, *([options.region_labels] if any(label_sets) else []), *(t for _, t in masks)]
         for template in templates:
             path = _resolve(phase, template, step)
-            with open_slabs(path, display=f"a ground-truth volume of {step}", trusted=True) as volume:
+            with organizer_file(), open_slabs(path, display=f"a ground-truth volume of {step}") as volume:
                 header = public.Header(shape=tuple(volume.shape), dtype=np.dtype(volume.dtype).name)
             public.header_of(phase, path, output, header)
 

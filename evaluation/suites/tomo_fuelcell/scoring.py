@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, organizer_file
 from evaluation.metrics.means import harmonic_mean
 from evaluation.readers.slabs import SLAB_VOXELS, Slabs, map_slabs, open_slabs, slab_bounds, slices_per_slab
 from evaluation.readers.tomo_volumes import Window, binarize, open_binary
@@ -31,13 +31,15 @@ class _Windowed:
     """A truth volume holding either the whole slice stack or just the scored window."""
 
     def __init__(self, path: Path, window: Window, what: str, plane: tuple[int, int] | None = None):
-        self.slabs: Slabs = open_slabs(path, display=what, trusted=True)
+        with organizer_file():
+            self.slabs: Slabs = open_slabs(path, display=what)
         shape = self.slabs.shape
         self.plane = stack_plane(shape, window, what, plane)
         self.offset = window.start if shape[0] == window.total != window.length else 0
 
     def read(self, z0: int, z1: int) -> np.ndarray:
-        return self.slabs.read(self.offset + z0, self.offset + z1)
+        with organizer_file():
+            return self.slabs.read(self.offset + z0, self.offset + z1)
 
     def close(self) -> None:
         self.slabs.close()

@@ -1,0 +1,58 @@
+"""The zarr hierarchy on the file system: groups (explicit or implicit) and arrays."""
+
+import os
+import stat
+from pathlib import Path
+
+from evaluation.errors import Unusable
+from evaluation.readers import untrusted
+from evaluation.readers.zarr_store.base import ARRAY, GROUP
+
+
+def _lstat_mode(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def node_kind(path: Path) -> str | None:
+    """'array', 'group' (explicit or implicit) or None when ``path`` is not a folder (a link
+    to a folder is not one). A ``zarr.json`` that cannot be read counts as an array, so that
+    opening it reports the problem rather than the node silently not being there."""
+    mode = _lstat_mode(Path(path))
+    if mode is None or not stat.S_ISDIR(mode):
+        return None
+    path = Path(path)
+    if _lstat_mode(path / ".zarray") is not None:
+        return ARRAY
+    if _lstat_mode(path / "zarr.json") is not None:
+        try:
+            metadata = untrusted.load_json(path / "zarr.json", "zarr.json")
+        except Unusable:
+            return ARRAY
+        return GROUP if isinstance(metadata, dict) and metadata.get("node_type") == "group" else ARRAY
+    return GROUP
+
+
+def children(path: Path) -> dict[str, str]:
+    """Name -> kind of the nodes directly inside the group folder ``path``."""
+    found = {}
+    path = Path(path)
+    mode = _lstat_mode(path)
+    if mode is None or not stat.S_ISDIR(mode):
+        return found
+    try:
+        with os.scandir(path) as entries:
+            names = sorted(e.name for e in entries if not e.name.startswith(".") and not e.is_symlink())
+    except OSError:
+        return found
+    for name in names:
+        kind = node_kind(path / name)
+        if kind is not None:
+            found[name] = kind
+    return found
+
+
+def array_names(path: Path) -> list[str]:
+    return [name for name, kind in children(path).items() if kind == ARRAY]
