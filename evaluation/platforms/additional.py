@@ -28,7 +28,7 @@ from pathlib import Path
 from evaluation import phase as phases
 from evaluation import report as reports
 from evaluation.contract import Result
-from evaluation.errors import PhaseError
+from evaluation.errors import PhaseError, Unusable, participant_file
 from evaluation.readers import untrusted
 
 MAX_INPUT_VALUE_BYTES = 64 << 10  # a value socket's JSON text kept in metrics.json
@@ -66,30 +66,25 @@ def outputs(phase: phases.Phase) -> dict[str, str]:
 def read_inputs(phase: phases.Phase, folder: Path) -> dict:
     """Each declared input as found in ``folder``: a JSON value as it is (Grand-Challenge writes
     value sockets as JSON text), any other file by size and SHA-256, ``None`` when absent (a
-    local run that does not replay the platform's input folder)."""
-    found = {}
-    for relative in sorted(input_paths(phase)):
-        path = folder / relative
-        if not os.path.lexists(path):
-            found[relative] = None
-            continue
-        size = untrusted.check_regular(path, relative).st_size
-        if size <= MAX_INPUT_VALUE_BYTES:
-            try:
-                found[relative] = {"value": untrusted.load_json(path, relative, error=_NotJson, limit=MAX_INPUT_VALUE_BYTES)}
-                continue
-            except _NotJson:
-                pass
-        digest = hashlib.sha256()
-        with untrusted.open_regular(path, relative) as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-        found[relative] = {"file": relative, "bytes": size, "sha256": digest.hexdigest()}
-    return found
+    local run that does not replay the platform's input folder). They are the participant's."""
+    with participant_file():
+        return {relative: _read_input(folder / relative, relative) for relative in sorted(input_paths(phase))}
 
 
-class _NotJson(Exception):
-    """An additional input that is a file rather than a JSON value."""
+def _read_input(path: Path, relative: str) -> dict | None:
+    if not os.path.lexists(path):
+        return None
+    size = untrusted.check_regular(path, relative).st_size
+    if size <= MAX_INPUT_VALUE_BYTES:
+        try:
+            return {"value": untrusted.load_json(path, relative, limit=MAX_INPUT_VALUE_BYTES)}
+        except Unusable:  # not JSON: a file, recorded by its digest
+            pass
+    digest = hashlib.sha256()
+    with untrusted.open_regular(path, relative) as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return {"file": relative, "bytes": size, "sha256": digest.hexdigest()}
 
 
 def render(source: str, result: Result, files: dict[str, dict | str | bytes]) -> bytes:

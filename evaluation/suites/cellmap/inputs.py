@@ -417,7 +417,8 @@ def _publish_node(node: Path, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name in METADATA_FILES:
         if (node / name).is_file():
-            document = untrusted.load_json(node / name, "truth zarr metadata", PhaseError)
+            with organizer_file():
+                document = untrusted.load_json(node / name, "truth zarr metadata")
             kept = _geometry_only(name, document)
             (out / name).write_bytes((node / name).read_bytes() if kept == document else json.dumps(kept).encode())
     if zarr_store.node_kind(node) == zarr_store.ARRAY:
