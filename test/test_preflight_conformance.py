@@ -98,7 +98,7 @@ def test_the_first_corrupt_chunk_in_order_is_named_however_the_threads_run():
     order, so grading names the same chunk on every run, and the preflight names it too."""
     import time
 
-    from evaluation.readers.zarr_store import _run
+    from evaluation.readers.zarr_store.threads import run_tasks
 
     def fails(name, delay):
         def task():
@@ -110,4 +110,4 @@ def test_the_first_corrupt_chunk_in_order_is_named_however_the_threads_run():
     tasks = [lambda: None, fails("chunk 1", 0.3), lambda: None, fails("chunk 3", 0.0), lambda: None]
     for _ in range(3):
         with pytest.raises(ValueError, match="chunk 1"):
-            _run(tasks, workers=4)
+            run_tasks(tasks, workers=4)
