@@ -991,6 +991,7 @@ def _read_task(payload: dict) -> dict:
     return {"shape": list(volume.array.shape)}
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.data())
 def test_fuzz_mutated_valid_files_read_or_refuse(tmp_path_factory, data):

@@ -159,6 +159,7 @@ def test_rescore_on_a_cluster_with_a_worker_killed_mid_run(setup, tmp_path):
     assert_leaderboard(out, single)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
     phase, subs, single = setup
     out = tmp_path / "out"

@@ -4,8 +4,6 @@ references' numbers under the conformance kits' rules."""
 import json
 import math
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,22 +30,16 @@ class Run:
         return json.loads((self.output / "metrics.json").read_text())
 
 
-def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict | None = None) -> Run:
-    command = [
-        sys.executable,
-        "-m",
-        "evaluation",
-        "--input",
-        str(submission),
-        "--ground-truth",
-        str(phase),
-        "--output",
-        str(output),
-        *extra,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, cwd=ROOT)
+def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict | None = None, cold: bool = False) -> Run:
+    """``python -m evaluation --input SUBMISSION --ground-truth PHASE --output OUTPUT EXTRA...``
+    in the repository's folder: forked from the warm grader (``helpers/capped.py``), or, with
+    ``cold`` or ``EVALUATION_TEST_COLD=1`` in the environment, in a fresh interpreter."""
+    from helpers import capped
+
+    args = ["--input", str(submission), "--ground-truth", str(phase), "--output", str(output), *extra]
+    done = capped.run(args, ROOT, None, 900, env=env, cold=cold)
     _keep_for_conformance(output)
-    return Run(done.returncode, done.stdout, done.stderr, output)
+    return Run(done.code, done.stdout, done.stderr, output)
 
 
 _KEPT: dict[str, int] = {}

@@ -2,7 +2,7 @@
 
     python measured_run.py REPORT.json DATA_LIMIT_BYTES TIME_LIMIT_S -- COMMAND...
 
-The command runs with ``RLIMIT_DATA`` = DATA_LIMIT_BYTES (Grand-Challenge limits every process
+The command runs with ``RLIMIT_DATA`` = DATA_LIMIT_BYTES (or none: ``none``; Grand-Challenge limits every process
 this way) in its own process group, which is killed when it runs past TIME_LIMIT_S. REPORT gets
 ``{"exit": ..., "seconds": ..., "peak_mb": ..., "timed_out": ...}``; ``peak_mb`` is the largest
 resident set of the command and of every process it waited for (``wait4``'s ``ru_maxrss``),
@@ -20,11 +20,12 @@ import time
 
 
 def main() -> int:
-    report, data_limit, time_limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    report, data_limit, time_limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
     command = sys.argv[sys.argv.index("--") + 1 :]
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_DATA, (data_limit, data_limit))
+        if data_limit != "none":
+            resource.setrlimit(resource.RLIMIT_DATA, (int(data_limit), int(data_limit)))
 
     started = time.monotonic()
     process = subprocess.Popen(command, preexec_fn=cap, start_new_session=True)

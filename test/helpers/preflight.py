@@ -1,21 +1,12 @@
 """Running grading and the preflight on the same upload, the preflight against the public phase.
 
-``both_ways`` grades an upload against the full phase and checks it against the phase's public
-copy (``python -m evaluation publish``), each run capped as Grand-Challenge caps a process (the
-hostile corpus's ``measured_run``) or in this process; ``Ending`` is what a participant sees:
-the exit status and the last stderr line.
+The command lines of both (``grade_args``, ``check_args``, the public copy made by ``publish``),
+run in this process (``in_process``) or capped as a platform caps a process (``capped.py``);
+``Ending`` is what a participant sees: the exit status and the last stderr line.
 """
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-from helpers.grading import ROOT
-
-MEASURE = Path(__file__).resolve().parent / "measured_run.py"
 
 
 @dataclass(frozen=True)
@@ -51,24 +42,6 @@ def grade_args(submission: Path, phase: Path, output: Path) -> list[str]:
 
 def check_args(submission: Path, phase: Path) -> list[str]:
     return ["check", "--input", str(submission), "--phase", str(phase), "--workers", "2"]
-
-
-def capped(args: list[str], workdir: Path, cap_mb: int, time_limit: float) -> Ending:
-    """``python -m evaluation ARGS`` under ``RLIMIT_DATA`` = ``cap_mb`` and a time limit."""
-    report = workdir / "measured.json"
-    command = [sys.executable, str(MEASURE), str(report), str(cap_mb << 20), str(time_limit), "--"]
-    command += [sys.executable, "-m", "evaluation", *args]
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=time_limit + 60,
-        cwd=workdir,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        errors="backslashreplace",
-    )
-    assert not json.loads(report.read_text())["timed_out"], f"{args[0]} ran past {time_limit} s"
-    return Ending.of(done.returncode, done.stdout, done.stderr)
 
 
 def in_process(args: list[str], capsys) -> Ending:
