@@ -8,6 +8,7 @@ error (the organizer's phase or the grader itself; details in the log above it).
 import argparse
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import (
@@ -27,7 +28,7 @@ from evaluation import (
 )
 from evaluation import phase as phases
 from evaluation import progress as progresses
-from evaluation.contract import Resources, verdict
+from evaluation.contract import Plan, Resources, verdict
 from evaluation.errors import EXIT_INTERNAL, EXIT_SUBMISSION, INTERNAL_ERROR_LINE, GraderError, SubmissionError, last_line
 from evaluation.platforms import additional, invoke
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
@@ -91,49 +92,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@dataclass(frozen=True)
+class _Graded:
+    """What scoring a submission gave: the plan, each task's outcome, the public (and sealed)
+    summaries, the resources it had and the additional inputs the participant gave."""
+
+    plan: Plan
+    outcomes: dict
+    summaries: sealed.Summaries
+    resources: Resources
+    given_inputs: dict | None
+
+
 def grade(platform: platforms.Platform, workers: int | None = None) -> int:
+    """Score the platform's submission against its phase and write every output; the exit
+    status, and the participant's last line, follow from the cases' outcomes."""
     phase = phases.load(platform.ground_truth)
     public.refuse_grading(phase)
     suite = suites.get(phase.suite)
     declared_outputs = additional.outputs(phase)  # checked before anything is scored
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
-    with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        resources = Resources.detect(
-            workers or phase.option("workers"),
-            (phase.option("memory_limit_mb") or 0) * 1024**2,
-            phase.option("case_time_limit_s"),
-        )
-        submission, given_inputs = platform.intake(phase, Path(scratch), resources)
-        _log.info("resources", **_resources(resources))
-        plan = suite.plan(submission, phase, resources)
-        outcomes = runner.run(plan.tasks, suite.score, resources, progress=progresses.at_terminal("scoring"))
-        summaries = sealed.summarize(suite, phase, plan, outcomes)
-    result = summaries.public
-    failures = [outcomes[t.key] for t in plan.tasks if not outcomes[t.key].ok]
-    publish_cases = phase.option("publish_cases")
-    fingerprint = provenance.phase_fingerprint(phase.root)
-    made_by = lambda hidden: provenance.document(  # noqa: E731
-        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
-    )
-    document = report.metrics_document(
-        suite.name,
-        result,
-        summaries.public_outcomes,
-        publish_cases,
-        made_by(True),
-        sealed.sealed_failures(summaries),
-    )
-    if given_inputs is not None:
-        document["additional_inputs"] = given_inputs
-    files = {
-        **(result.files if publish_cases else {}),
-        **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},
-    }
-    written = report.write(platform.output, document, files)
-    if summaries.private is not None:
-        private = sealed.write_private(platform.private_output(), sealed.private_document(suite, summaries, made_by(False)))
-        _log.info("private_results", written=str(private) if private else None, cases=len(summaries.private_cases))
-    platform.publish(result, written)
+    graded = _score(platform, phase, suite, workers)
+    _write(platform, phase, suite, graded, declared_outputs)
+    tasks, outcomes, summaries = graded.plan.tasks, graded.outcomes, graded.summaries
+    failures = [outcomes[t.key] for t in tasks if not outcomes[t.key].ok]
     for failure in failures:
         shown = failure.key if failure.key in summaries.public_outcomes else "a sealed case"
         _log.error("case_failed", case=shown, kind=failure.kind, message=failure.message if shown == failure.key else None)
@@ -148,13 +130,64 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         suite=suite.name,
         platform=platform.name,
         version=__version__,
-        **_resources(resources),
+        **_resources(graded.resources),
     )
     hidden = frozenset(key for key in outcomes if key not in summaries.public_outcomes)
-    code, line = verdict(plan.tasks, outcomes, hidden, sealed.SEALED_FAILURE)
+    code, line = verdict(tasks, outcomes, hidden, sealed.SEALED_FAILURE)
     if line:
         last_line(line)
     return code
+
+
+def _score(platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, workers: int | None) -> _Graded:
+    """The submission taken in, planned and scored within the machine's resources; the scratch
+    space it was unpacked into is gone when this returns."""
+    with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
+        resources = Resources.detect(
+            workers or phase.option("workers"),
+            (phase.option("memory_limit_mb") or 0) * 1024**2,
+            phase.option("case_time_limit_s"),
+        )
+        submission, given_inputs = platform.intake(phase, Path(scratch), resources)
+        _log.info("resources", **_resources(resources))
+        plan = suite.plan(submission, phase, resources)
+        outcomes = runner.run(plan.tasks, suite.score, resources, progress=progresses.at_terminal("scoring"))
+        summaries = sealed.summarize(suite, phase, plan, outcomes)
+    return _Graded(plan, outcomes, summaries, resources, given_inputs)
+
+
+def _write(
+    platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, graded: _Graded, declared_outputs: dict
+) -> None:
+    """metrics.json with its provenance, the suite's files (when cases are published), the
+    phase's additional outputs, the sealed cases' document where the platform keeps one, and
+    whatever the platform itself needs."""
+    summaries = graded.summaries
+    result = summaries.public
+    publish_cases = phase.option("publish_cases")
+    fingerprint = provenance.phase_fingerprint(phase.root)
+    made_by = lambda hidden: provenance.document(  # noqa: E731
+        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
+    )
+    document = report.metrics_document(
+        suite.name,
+        result,
+        summaries.public_outcomes,
+        publish_cases,
+        made_by(True),
+        sealed.sealed_failures(summaries),
+    )
+    if graded.given_inputs is not None:
+        document["additional_inputs"] = graded.given_inputs
+    files = {
+        **(result.files if publish_cases else {}),
+        **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},
+    }
+    written = report.write(platform.output, document, files)
+    if summaries.private is not None:
+        private = sealed.write_private(platform.private_output(), sealed.private_document(suite, summaries, made_by(False)))
+        _log.info("private_results", written=str(private) if private else None, cases=len(summaries.private_cases))
+    platform.publish(result, written)
 
 
 def _resources(resources: Resources) -> dict:
