@@ -8,6 +8,8 @@ import shutil
 import pytest
 from helpers.grading import ROOT, run_cli
 from test_fisbe_parity import make_phase as fisbe_phase
+from test_segmentation_brats import KIT as BRATS
+from test_segmentation_brats import phase as brats_phase
 from test_segmentation_suite import case_folders  # noqa: F401 (a fixture)
 
 MULTICLASS = ROOT / "examples" / "multiclass"
@@ -23,12 +25,12 @@ def without_report(phase, tmp_path):
     return copy
 
 
-def assert_only_the_rendered_files_go(submission, phase, tmp_path, rendered: set[str]) -> None:
+def assert_only_the_rendered_files_go(submission, phase, tmp_path, rendered: set[str], code: int = 0) -> None:
     """Graded with the default and with ``report: false``: the second writes every file of the
     first but ``rendered``, each with the same content, and the same metrics.json."""
     on = run_cli(submission, phase, tmp_path / "on")
     off = run_cli(submission, without_report(phase, tmp_path), tmp_path / "off")
-    assert on.code == 0 and off.code == 0, (on.stderr[-1500:], off.stderr[-1500:])
+    assert on.code == code and off.code == code, (on.stderr[-1500:], off.stderr[-1500:])
     files_on, files_off = ({p.name for p in run.output.iterdir()} for run in (on, off))
     assert rendered <= files_on and files_off == files_on - rendered
     for name in sorted(files_off - {"plots", "metrics.json"}):
@@ -44,6 +46,13 @@ def test_multiclass(tmp_path):
 def test_segmentation(case_folders, tmp_path):  # noqa: F811
     phase, submission, _ = case_folders("classes: [1, 2, 3]\nmetrics: [dice, hd]\ninstance_metrics: [detection]\n")
     assert_only_the_rendered_files_go(submission, phase, tmp_path, {"report.html"})
+
+
+def test_segmentation_preset(tmp_path):
+    """A whole evaluation's preset (BraTS 2025, meningioma radiotherapy: one case, which holds a
+    label no group defines, as the reference's own test case does) too."""
+    phase = brats_phase(tmp_path, "suite: segmentation\npreset: brats-menrt\n", "truth1")
+    assert_only_the_rendered_files_go(BRATS / "cases" / "pred1", phase, tmp_path, {"report.html"}, code=2)
 
 
 @pytest.mark.slow

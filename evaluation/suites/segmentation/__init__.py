@@ -21,7 +21,7 @@ from evaluation.submission import Submission
 from evaluation.suites import register
 from evaluation.suites.segmentation import aggregate, census, inputs, provenance, report
 from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
-from evaluation.suites.segmentation.options import LIBRARIES, Options, higher_is_better
+from evaluation.suites.segmentation.options import LIBRARIES, Options
 from evaluation.suites.segmentation.scoring import check_case, score_case
 
 _log = log.get(__name__)
@@ -177,38 +177,14 @@ class Segmentation(Suite):
         if options.mode is not None:  # issue 23: a whole evaluation's own summary
             from evaluation.suites.segmentation import mode_results
 
-            return mode_results.summarize(options, plan, outcomes)
+            return mode_results.summarize(options, plan, outcomes, phase.option("report"))
         scored, failed = aggregate.split(outcomes, {case: case for case in files})
         keys = options.keys()
         summary = aggregate.summarize(options, scored, keys)
         score = aggregate.ranking_score(options, summary["overall"])
-        cases = {
-            case: {
-                "status": "scored",
-                "prediction_file": files[case],
-                "spacing": value["spacing"],
-                "classes": value["classes"],
-                **({"multiclass": value["multiclass"]} if "multiclass" in value else {}),
-            }
-            for case, value in scored.items()
-        }
-        cases.update(
-            {case: {"status": "failed", "error": message, "prediction_file": files[case]} for case, message in failed.items()}
-        )
         metrics = {
-            "case": dict(sorted(cases.items())),
-            "aggregates": {
-                **summary,
-                "score": score,
-                "n_cases": len(scored),
-                "n_failed": len(failed),
-                "n_missing": plan.context["missing"],
-                "ranking": {
-                    "key": options.ranking,
-                    "statistic": options.ranking_statistic,
-                    "higher_is_better": higher_is_better(options.ranking),
-                },
-            },
+            "case": aggregate.case_entries(files, scored, failed),
+            "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context["missing"]),
             "reference": {**provenance.reference(options), "libraries": REFERENCE},
         }
         out = {"cases.csv": report.cases_csv(options, scored, keys)}

@@ -133,3 +133,40 @@ def split(outcomes: dict[str, Outcome], tasks: dict[str, str]) -> tuple[dict, di
         else:
             failed[case] = outcome.message if outcome is not None else "not scored"
     return scored, failed
+
+
+def case_entries(files: dict[str, str], scored: dict[str, dict], failed: dict[str, str]) -> dict[str, dict]:
+    """metrics.json's ``case`` entries: each scored case with its file, spacing and values
+    (and the per-case multi-class values where the phase asks for them), each failed one with
+    its error, in the cases' order."""
+    cases = {
+        case: {
+            "status": "scored",
+            "prediction_file": files[case],
+            "spacing": value["spacing"],
+            "classes": value["classes"],
+            **({"multiclass": value["multiclass"]} if "multiclass" in value else {}),
+        }
+        for case, value in scored.items()
+    }
+    cases.update(
+        {case: {"status": "failed", "error": message, "prediction_file": files[case]} for case, message in failed.items()}
+    )
+    return dict(sorted(cases.items()))
+
+
+def aggregates(options: Options, summary: dict, score: float | None, scored: dict, failed: dict, missing) -> dict:
+    """metrics.json's ``aggregates``: the summary, the ranking score and how it ranks, and how
+    many cases were scored, failed and missing."""
+    return {
+        **summary,
+        "score": score,
+        "n_cases": len(scored),
+        "n_failed": len(failed),
+        "n_missing": missing,
+        "ranking": {
+            "key": options.ranking,
+            "statistic": options.ranking_statistic,
+            "higher_is_better": higher_is_better(options.ranking),
+        },
+    }

@@ -17,7 +17,7 @@ from evaluation.errors import SubmissionError
 from evaluation.suites.segmentation import aggregate, brats2023, brats_table, panoptica_evaluator, report
 from evaluation.suites.segmentation.inputs import CaseTask, read_case
 from evaluation.suites.segmentation.modes import REFERENCES
-from evaluation.suites.segmentation.options import Options, higher_is_better
+from evaluation.suites.segmentation.options import Options
 from evaluation.suites.segmentation.scoring import scan
 
 
@@ -61,7 +61,7 @@ def warm_up(options: Options) -> None:
     score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0, 1.0, 1.0), options)
 
 
-def summarize(options: Options, plan, outcomes) -> Result:
+def summarize(options: Options, plan, outcomes, render_report: bool = True) -> Result:
     files = plan.context["files"]
     scored, failed = aggregate.split(outcomes, {case: case for case in files})
     keys = options.keys()
@@ -70,37 +70,21 @@ def summarize(options: Options, plan, outcomes) -> Result:
     else:
         summary, table = aggregate.summarize(options, scored, keys), None
     score = aggregate.ranking_score(options, summary["overall"])
-    cases = {
-        case: {"status": "scored", "prediction_file": files[case], "spacing": v["spacing"], "classes": v["classes"]}
-        for case, v in scored.items()
-    }
-    cases.update({c: {"status": "failed", "error": m, "prediction_file": files[c]} for c, m in failed.items()})
+    cases = aggregate.case_entries(files, scored, failed)
     if table is not None:
         cases.update({c: {"status": "missing", "classes": v} for c, v in table["penalised"].items() if c not in cases})
     metrics = {
         "case": dict(sorted(cases.items())),
-        "aggregates": {
-            **summary,
-            "score": score,
-            "n_cases": len(scored),
-            "n_failed": len(failed),
-            "n_missing": plan.context["missing"],
-            "ranking": {
-                "key": options.ranking,
-                "statistic": options.ranking_statistic,
-                "higher_is_better": higher_is_better(options.ranking),
-            },
-        },
+        "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context["missing"]),
         "reference": {
             "evaluation": options.mode.preset or "panoptica",
             "reproduces": REFERENCES[options.mode.kind],
             "corrections": list(options.corrections),
         },
     }
-    out = {
-        "cases.csv": report.cases_csv(options, scored, keys),
-        "report.html": report.html_report(options, scored, failed, summary, keys, score),
-    }
+    out = {"cases.csv": report.cases_csv(options, scored, keys)}
+    if render_report:  # the phase's report: false renders nothing
+        out["report.html"] = report.html_report(options, scored, failed, summary, keys, score)
     if options.mode.kind != "brats2023":
         out["instances.json"] = {case: value["instances"] for case, value in sorted(scored.items())}
     if table is not None:
