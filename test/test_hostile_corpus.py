@@ -26,6 +26,7 @@ the participants' catalogue in ``docs/participants.md``).
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -92,9 +93,14 @@ def _remove(folder: Path) -> None:
 
 
 @pytest.fixture
-def workspace(tmp_path):
-    yield tmp_path
-    _remove(tmp_path)
+def workspace():
+    """A short folder (a socket's path must stay below 108 bytes, whatever TMPDIR and
+    pytest-xdist's folders add), removed deepest first (the corpus holds trees 1500 folders
+    deep, which pytest would fail to remove)."""
+    root = Path(tempfile.mkdtemp(prefix="hostile-", dir="/tmp"))
+    yield root
+    _remove(root)
+    root.rmdir()
 
 
 @pytest.mark.parametrize("kind", sampled(KINDS, 6, ids=[k.name for k in KINDS]))

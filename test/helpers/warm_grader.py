@@ -114,9 +114,9 @@ def serve(request: dict) -> dict:
 
 
 def main() -> None:
-    warm()
     answers = sys.stdout
-    sys.stdout = sys.stderr  # nothing but answers on the pipe
+    sys.stdout = sys.stderr  # nothing but answers on the pipe (warming up logs, on a new install)
+    warm()
     answers.write("ready\n")
     answers.flush()
     for line in sys.stdin:
