@@ -31,8 +31,10 @@ import traceback
 def warm() -> None:
     """Import what grading imports and load every kernel the image's build compiles
     (``Dockerfile``), so that no child pays for them."""
+    from evaluation import figures, numba_cache, suites
+
+    numba_cache.use_install_cache(numba_cache.compiled_folders())  # as cli.run does: the image's kernels
     import evaluation.cli  # noqa: F401
-    from evaluation import figures, suites
     from evaluation.metrics import hausdorff, label_stats, lee_thinning
     from evaluation.suites import segmentation
     from evaluation.suites.cellmap import linear
