@@ -25,10 +25,14 @@ export CONTAINERS_CONF="$_podman_dir/containers.conf"
 # The Debian archive this machine's apt uses (deb822 .sources or one-line .list files), never
 # a guessed host: the base image is made from the same packages as the machine.
 apt_mirror() {
-  local files=(/etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list)
-  { awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' "${files[@]}" 2>/dev/null
-    awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' "${files[@]}" 2>/dev/null
-  } | grep -v -- '-security' | head -n 1
+  local files=() file
+  for file in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$file" ] && files+=("$file")
+  done
+  [ "${#files[@]}" -gt 0 ] || return 0
+  { awk '/^URIs:/ {for (i = 2; i <= NF; i++) print $i}' "${files[@]}"
+    awk '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}' "${files[@]}"
+  } | { grep -v -- '-security' || true; } | sed -n 1p
 }
 
 if ! podman image exists "$BASE_IMAGE"; then
