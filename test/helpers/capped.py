@@ -2,9 +2,10 @@
 time limit, its own process group killed at the end, and what it used measured.
 
 ``cold=True`` (or ``EVALUATION_TEST_COLD=1`` in the environment) starts a fresh interpreter
-for it (``measured_run.py``), exactly as a platform does; otherwise the command line runs in a child forked from this test process's warm
-interpreter (``warm_grader.py``, started on first use): the same ``evaluation/__main__.py``
-under the same caps, without paying for Python's start and the imports again each time.
+for it (``measured_run.py``), exactly as a platform does; otherwise the command line runs in a
+child forked from this test process's warm interpreter (``warm_grader.py``, started on first
+use): the same ``evaluation/__main__.py`` under the same caps, without paying for Python's
+start and the imports again each time.
 """
 
 import atexit

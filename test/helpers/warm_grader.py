@@ -3,11 +3,11 @@ each in a forked child capped as ``measured_run.py`` caps a fresh process.
 
 Starting Python, importing numpy, scipy, numba, matplotlib and the suites and loading the
 compiled kernels from numba's cache cost about 1.5 s of the 2 s a rejected upload takes, and
-the hostile corpus runs some 330 command lines (grading and the preflight). This process pays
+the hostile corpus runs some 370 command lines (grading and the preflight). This process pays
 for that once, then forks one child per command line. The child runs ``evaluation/__main__.py``
-as ``python -m evaluation`` runs it (``runpy``), in its own session, under ``RLIMIT_DATA`` if one is given, in
-the given folder and environment, stdin from /dev/null and stdout and stderr into files; it is
-killed with its workers past the time limit. The answer is ``measured_run.py``'s report; the
+as ``python -m evaluation`` runs it (``runpy``), in its own session, under ``RLIMIT_DATA`` if
+one is given, in the given folder and environment, stdin from /dev/null and stdout and stderr
+into files; it is killed with its workers past the time limit. The answer is ``measured_run.py``'s report; the
 peak includes what the child inherited (this process's imports), which a fresh interpreter
 that scores the same upload would have imported too.
 
@@ -99,20 +99,24 @@ def serve(request: dict) -> dict:
             break
         if time.monotonic() > deadline:
             timed_out = True
-            os.killpg(pid, signal.SIGKILL)
+            _kill_group(pid)
             _, status, usage = os.wait4(pid, 0)
             break
         time.sleep(0.01)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # workers the command left behind
-    except ProcessLookupError:
-        pass
+    _kill_group(pid)  # workers the command left behind
     return {
         "exit": os.waitstatus_to_exitcode(status),
         "seconds": round(time.monotonic() - started, 3),
         "peak_mb": usage.ru_maxrss // 1024,
         "timed_out": timed_out,
     }
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def main() -> None:
