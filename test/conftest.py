@@ -1,5 +1,6 @@
 """pytest fixtures and hooks; the shared test code is in ``test/helpers``."""
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -34,15 +35,36 @@ def cellmap_phase(tmp_path):
     return make
 
 
+_MEASURED_ON_WORKERS: list[dict] = []  # the hostile corpus's figures, sent by pytest-xdist's workers
+
+
+def _corpus_measured() -> list[dict]:
+    corpus = sys.modules.get("test_hostile_corpus")
+    return list(getattr(corpus, "MEASURED", []))
+
+
+def pytest_sessionfinish(session):
+    """On a pytest-xdist worker: hand the corpus's figures to the controller."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["hostile_measured"] = json.dumps(_corpus_measured())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """On pytest-xdist's controller: collect a finished worker's corpus figures."""
+    _MEASURED_ON_WORKERS.extend(json.loads(getattr(node, "workeroutput", {}).get("hostile_measured", "[]")))
+
+
 def pytest_terminal_summary(terminalreporter):
     """The hostile corpus's figures: how many kinds ran, the slowest and the largest peak."""
-    corpus = sys.modules.get("test_hostile_corpus")
-    measured = getattr(corpus, "MEASURED", None)
+    measured = _corpus_measured() + _MEASURED_ON_WORKERS
     if not measured:
         return
+    from test_hostile_corpus import CAP_MB, TIME_LIMIT_S
+
     slowest = max(measured, key=lambda m: m["seconds"])
     largest = max(measured, key=lambda m: m["peak_mb"])
     terminalreporter.write_line(
-        f"hostile corpus: {len(measured)} kinds under {corpus.CAP_MB} MB and {corpus.TIME_LIMIT_S} s each; "
+        f"hostile corpus: {len(measured)} kinds under {CAP_MB} MB and {TIME_LIMIT_S} s each; "
         f"slowest {slowest['kind']!r} {slowest['seconds']:.1f} s; largest peak {largest['kind']!r} {largest['peak_mb']} MB"
     )
