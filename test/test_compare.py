@@ -128,6 +128,13 @@ def _compare(old, new, output):
     return json.loads((output / "changelog.json").read_text())
 
 
+def _rank(results, output, *extra):
+    command = [sys.executable, "-m", "evaluation", "rank", str(results), *extra, "--output", str(output), "--resamples", "50"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((output / "ranking.json").read_text())
+
+
 @pytest.mark.slow
 def test_rescores_of_the_bundled_example_name_each_cause(tmp_path):
     """Three re-scores of the bundled example: as shipped, with an option changed
@@ -166,24 +173,7 @@ def test_rescores_of_the_bundled_example_name_each_cause(tmp_path):
         assert (tmp_path / "truth" / f"changelog.{suffix}").stat().st_size > 0
 
     # rank carries the provenance of what it ranks
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaluation",
-            "rank",
-            str(tmp_path / "first"),
-            "--output",
-            str(tmp_path / "ranking"),
-            "--resamples",
-            "50",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    ranking = json.loads((tmp_path / "ranking" / "ranking.json").read_text())
+    ranking = _rank(tmp_path / "first", tmp_path / "ranking")
     first = json.loads((tmp_path / "first" / "leaderboard.json").read_text())["provenance"]
     assert ranking["provenance"]["phase"]["fingerprint"]["sha256"] == first["phase"]["fingerprint"]["sha256"]
 
@@ -206,25 +196,7 @@ def test_rescore_makes_the_private_leaderboard(tmp_path):
     assert [r["submission"] for r in private["rows"]] == ["team-a", "team-b"]
     board = {row["submission"]: row["overall_score"] for row in public["rows"]}
     assert board["team-a"] == board["team-b"]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "evaluation",
-            "rank",
-            str(tmp_path / "out"),
-            "--private",
-            "--output",
-            str(tmp_path / "ranking"),
-            "--resamples",
-            "50",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    ranking = json.loads((tmp_path / "ranking" / "ranking.json").read_text())
+    ranking = _rank(tmp_path / "out", tmp_path / "ranking", "--private")
     assert ranking["subset"] == "private" and ranking["provenance"]["phase"]["options"]["private_cases"] == {"cases": ["crop114"]}
 
 
