@@ -123,6 +123,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     _log.info(  # the last line repeats the first ones: a platform may keep only the end of a long log
         "written",
         output=str(platform.output / report.METRICS_FILE),
+        leaderboard={suite.ranking: summaries.public.leaderboard.get(suite.ranking)},
         cases=len(outcomes),
         failed=len(failures),
         peak_rss_mb=machine.peak_rss_mb(),
@@ -134,6 +135,9 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     )
     hidden = frozenset(key for key in outcomes if key not in summaries.public_outcomes)
     code, line = verdict(tasks, outcomes, hidden, sealed.SEALED_FAILURE)
+    if code == EXIT_INTERNAL and platform.name == "local":  # the organizer's own run: the first cause
+        first = next(f for f in failures if f.kind != "submission")
+        line = f"Case {first.key} failed ({first.kind}): {first.message}"
     if line:
         last_line(line)
     return code
@@ -237,6 +241,9 @@ def run(args: argparse.Namespace, action) -> int:
         return EXIT_SUBMISSION
     except GraderError as exc:
         _log.error("phase_or_grader_error", message=str(exc))
+        if platforms.recognise(args.platform, args.input) == "local":  # the organizer's own run: the cause
+            last_line(f"Phase or grader error: {exc}")
+            return EXIT_INTERNAL
     except Exception:
         _log.exception("internal_error")
     last_line(INTERNAL_ERROR_LINE)

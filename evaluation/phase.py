@@ -55,8 +55,10 @@ def defaults(suite: str) -> dict:
 
 def load(root: Path) -> Phase:
     config_path = Path(root) / PHASE_FILE
+    if not Path(root).is_dir():
+        raise PhaseError(f"the ground-truth folder {root} does not exist (a phase folder holds {PHASE_FILE} and the truth)")
     if not config_path.is_file():
-        raise PhaseError(f"no {PHASE_FILE} in the ground-truth folder")
+        raise PhaseError(f"no {PHASE_FILE} in the ground-truth folder {root}")
     try:
         config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tifffile
 from helpers.annotators_files import EXPECTED, arrays, write_image, write_phase, write_predictions
-from helpers.grading import ROOT, differences, run_cli, validate_metrics
+from helpers.grading import ROOT, differences, run_cli, run_on_a_platform, validate_metrics
 
 EXAMPLE = ROOT / "examples" / "annotators"
 NO_REPORT = "suite: annotators\neval_class: 1\nreport: false\ndilation: false\n"
@@ -287,7 +287,7 @@ def test_broken_phases_are_internal_errors(tmp_path):
 def test_an_unreadable_annotation_is_the_phases_fault(tmp_path):
     phase = write_phase(tmp_path / "phase", NO_REPORT, cases=["blob3"])
     (phase / "annotations" / "annotator_A0" / "blob3.tif").write_bytes(b"II*\x00garbage")
-    run = run_cli(write_predictions(tmp_path / "input", cases=["blob3"]), phase, tmp_path / "out")
+    run = run_on_a_platform(write_predictions(tmp_path / "input", cases=["blob3"]), phase, tmp_path / "out")
     assert run.code == 1
     assert run.metrics["failures"][0]["kind"] == "internal"
     assert "annotation" not in run.last_line  # participants see the neutral line only

@@ -80,9 +80,17 @@ def test_one_corrupt_label_keeps_every_other_result(cellmap_phase, tmp_path):
     assert metrics["case"]["crop102"]["mito_mem"]["iou"] == pytest.approx(0.4522978475858057, rel=1e-12)
 
 
-def test_invalid_phase_is_an_internal_error_with_a_neutral_last_line(cellmap_phase, tmp_path):
+def test_invalid_phase_is_an_internal_error_named_only_to_the_organizer(cellmap_phase, tmp_path):
+    """Run locally (the organizer's machine), the last line names what is wrong with the phase;
+    on a platform, where participants read the last line, it stays neutral, the cause in the log."""
     phase, submission = cellmap_phase("a_perfect_instance", "suite: cellmap\nratio_cutof: 3\n")
     run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 1
+    assert run.last_line.startswith("Phase or grader error: phase.yaml is invalid") and "ratio_cutof" in run.last_line
+    codabench = tmp_path / "codabench"
+    shutil.copytree(phase, codabench / "input" / "ref")
+    shutil.copytree(submission, codabench / "input" / "res")
+    run = run_cli(codabench / "input", codabench / "input" / "ref", tmp_path / "out2", "--platform", "codabench")
     assert run.code == 1
     assert "internal error" in run.last_line and "ratio_cutof" not in run.last_line
     assert "ratio_cutof" in run.stdout  # the organizer finds the cause in the log (on stdout)

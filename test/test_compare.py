@@ -63,7 +63,7 @@ def test_each_cause_is_named():
         "truth files": "labels/a.mha (changed)",
         "dependency set": "scipy 1.17.1 -> 1.18.0",
         "grader version": "0.1.0 -> 0.2.0",
-        "reference": "{'commit': 'r1'} -> {'commit': 'r2'}",
+        "reference": "commit: r1 -> r2",
     }
     for cause, new in cases.items():
         row = compare.changelog(compare.Side({"t": old}), compare.Side({"t": new}))["submissions"][0]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tifffile
 import zarr
-from helpers.grading import differences, run_cli, validate_metrics
+from helpers.grading import differences, run_cli, run_on_a_platform, validate_metrics
 from test_fisbe_parity import CASES, COUNTS, make_phase
 
 KEY = "volumes/labels"
@@ -154,7 +154,8 @@ def test_split_file_and_partly_true(tmp_path):
 def test_phase_errors(tmp_path):
     phase, submission = make_phase(tmp_path, "a_perfect")
     (phase / "phase.yaml").write_text("suite: fisbe\npartly: [s9]\n")
-    run = run_cli(submission, phase, tmp_path / "a")
+    run = run_on_a_platform(submission, phase, tmp_path / "a")
     assert run.code == 1 and "s9" not in run.last_line  # organizer's error, neutral last line
+    assert "s9" in run_cli(submission, phase, tmp_path / "local").last_line  # but named to the organizer
     (phase / "phase.yaml").write_text("suite: fisbe\nremove_small: 3\n")
     assert run_cli(submission, phase, tmp_path / "b").code == 1

@@ -18,8 +18,13 @@ NEUTRAL = "Evaluation failed because of an internal error of the grader"
 
 
 def _run(submission: Path, phase: Path, output: Path):
+    """The grader as CodaBench runs it (the submission in input/res): what participants see. Run
+    locally, the organizer's own run, the last line names the cause instead."""
+    platform_input = output.with_name(f"{output.name}-input")
+    shutil.copytree(submission, platform_input / "res")
     return subprocess.run(
-        [sys.executable, "-m", "evaluation", "--input", str(submission), "--ground-truth", str(phase), "--output", str(output)],
+        [sys.executable, "-m", "evaluation", "--platform", "codabench", "--input", str(platform_input)]
+        + ["--ground-truth", str(phase), "--output", str(output)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -44,7 +44,12 @@ def read_table(path: Path) -> tuple[list[str], dict[str, list[float]]]:
     return rows[0], {row[0]: [float(v) if v else math.nan for v in row[1:]] for row in rows[1:]}
 
 
-def same(got, expected) -> bool:
+def same(got, expected, key: str = "") -> bool:
+    if key.endswith("cedi") and isinstance(expected, float) and math.isfinite(expected):
+        # panoptica's CEDI is np.linalg.norm, a BLAS dot product that fuses multiply-adds on
+        # some processors and not on others, so the recorded value can be an ulp away from the
+        # unfused one the grader gives on every machine (evaluation/metrics/portable.py).
+        return abs(got - expected) <= 2 * math.ulp(expected)
     if isinstance(expected, float) and math.isnan(expected):
         return got is None or (isinstance(got, float) and math.isnan(got))
     if isinstance(expected, float) and math.isinf(expected):
@@ -133,14 +138,14 @@ def compare_panoptica(run, reference: dict) -> int:
             got = metrics[case]["classes"][group]
             assert set(got) == set(expected)  # panoptica leaves out what it cannot compute (0/0 precision)
             for key, value in expected.items():
-                assert same(got[key], value), (case, group, key, got[key], value)
+                assert same(got[key], value, key), (case, group, key, got[key], value)
                 compared += 1
             got_rows = instances[case][group]["reference_instances"]
             assert len(got_rows) == len(rows)
             for got_row, row in zip(got_rows, rows):
                 assert list(got_row) == list(row)
                 for key, value in row.items():
-                    assert same(got_row[key], value), (case, group, key, got_row[key], value)
+                    assert same(got_row[key], value, key), (case, group, key, got_row[key], value)
                     compared += 1
     return compared
 

@@ -16,7 +16,11 @@ def draw_counts(n_cases: int, resamples: int, seed: int) -> np.ndarray:
 def resampled_means(matrix: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(submissions x resamples) mean case score of each submission in each resample.
     Identical submissions get bit-identical rows (computed once), so they tie exactly; sums
-    are formed before the one division, so they are exact for scores like 0, 1/2 or 1."""
+    are formed before the one division, so they are exact for scores like 0, 1/2 or 1. The sums
+    run case by case rather than through a matrix product, whose order of additions (and so its
+    last bit) the BLAS chooses by processor."""
     unique, inverse = np.unique(matrix, axis=0, return_inverse=True)
-    means = (unique @ counts.T.astype(np.float64)) / matrix.shape[1]
-    return means[inverse.ravel()]
+    sums = np.zeros((unique.shape[0], counts.shape[0]))
+    for case in range(unique.shape[1]):
+        sums += np.multiply.outer(unique[:, case], counts[:, case])
+    return (sums / matrix.shape[1])[inverse.ravel()]

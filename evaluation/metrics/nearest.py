@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from evaluation.metrics import portable
 from evaluation.metrics.jit import numba
 
 # Search radius in units of the smallest spacing: a point farther than this from the target
@@ -290,7 +291,7 @@ def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacin
     chosen = None if labels is None else np.flatnonzero(np.isin(target.marks, labels))
     if chosen is not None and not chosen.size:
         return np.full(len(source), np.inf)
-    separation = 4.0 * float(np.dot(target.shape, spacing)) + 1.0
+    separation = 4.0 * portable.dot(target.shape, spacing) + 1.0
     point_labels = None if chosen is None else target.marks[chosen]
     tree = _tree(_embedded(target, chosen, spacing, point_labels, separation))
     query = np.column_stack([source * np.asarray(spacing)] + ([] if labels is None else [labels.astype(np.float64) * separation]))

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from evaluation.metrics import portable
 from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, numba, offsets, padded
 
 # Bit of each voxel of the 2x2(x2) neighbourhood around a corner: the corner at grid index j
@@ -117,8 +118,7 @@ def area_table(spacing: tuple[float, ...]) -> np.ndarray:
     for code, vectors in enumerate(triangle_area_vectors()):
         total = 0.0
         for n0, n1, n2 in vectors:
-            scaled = np.array([n0 * spacing[1] * spacing[2], n1 * spacing[0] * spacing[2], n2 * spacing[0] * spacing[1]])
-            total += float(np.linalg.norm(scaled))
+            total += portable.norm((n0 * spacing[1] * spacing[2], n1 * spacing[0] * spacing[2], n2 * spacing[0] * spacing[1]))
         table[code] = total
     return table
 

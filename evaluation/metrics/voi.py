@@ -2,11 +2,13 @@
 
 Only voxels with a non-zero first label count; the second labelling's 0 is an ordinary
 cluster. Sums are accumulated in ascending (a, b) order, sequentially, and probabilities are
-normalised before taking log2, which is how the reference's C++ (std::map iteration) does it.
+normalised before taking the C library's log2 (``portable``), which is how the reference's C++
+(std::map iteration) does it.
 """
 
 import numpy as np
 
+from evaluation.metrics import portable
 from evaluation.metrics.overlap import Contingency
 
 
@@ -15,7 +17,7 @@ def _entropy(probabilities: np.ndarray) -> float:
     p = probabilities[probabilities > 0]
     if p.size == 0:
         return 0.0
-    return float(-np.cumsum(p * np.log2(p))[-1])
+    return float(-np.cumsum(p * portable.log2(p))[-1])
 
 
 def _sequential_sum(values: np.ndarray) -> float:

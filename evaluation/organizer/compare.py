@@ -33,6 +33,7 @@ class Side:
     metrics: dict[str, dict]
     ranks: dict[str, int | None] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)
+    single: bool = False  # one metrics.json given by itself (a file, or the folder holding it)
 
 
 def load(path: Path) -> Side:
@@ -40,9 +41,9 @@ def load(path: Path) -> Side:
     (a rescore output: its leaderboard.json gives the ranks and statuses)."""
     path = Path(path)
     if path.is_file():
-        return Side({path.parent.name or "submission": _with_full_provenance(path)})
+        return Side({path.parent.name or "submission": _with_full_provenance(path)}, single=True)
     if (path / report.METRICS_FILE).is_file():
-        return Side({path.name: _with_full_provenance(path / report.METRICS_FILE)})
+        return Side({path.name: _with_full_provenance(path / report.METRICS_FILE)}, single=True)
     if not path.is_dir():
         raise GraderError(f"{path} is neither a metrics.json file nor a folder of results")
     found = {p.parent.name: _with_full_provenance(p) for p in sorted(path.glob(f"*/{report.METRICS_FILE}"))}
@@ -78,15 +79,15 @@ def _read(path: Path) -> dict:
 # Values
 
 
-def leaves(node, path: tuple = ()):
-    """(path, value) of every number, null and boolean of a result tree."""
+def leaves(node, path: tuple = (), strings: bool = False):
+    """(path, value) of every number, null and boolean of a result tree (and string)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from leaves(value, (*path, str(key)))
+            yield from leaves(value, (*path, str(key)), strings)
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from leaves(value, (*path, str(index)))
-    elif node is None or isinstance(node, (int, float)):
+            yield from leaves(value, (*path, str(index)), strings)
+    elif node is None or isinstance(node, (int, float)) or (strings and isinstance(node, str)):
         yield path, node
 
 
@@ -126,6 +127,22 @@ def moved_values(old: dict, new: dict, tolerance: float) -> list[dict]:
 # Causes
 
 
+def paired(old: Side, new: Side) -> tuple[Side, Side]:
+    """Two results given one by one are the same submission before and after, whatever their
+    folders are called: both are named as NEW is."""
+    if old.single and new.single:
+        (name,) = new.metrics
+        old = Side({name: next(iter(old.metrics.values()))}, single=True)
+    return old, new
+
+
+def submission_causes(old: dict | None, new: dict | None) -> list[dict]:
+    """Why one submission's results differ: it is only on one side, or its provenance says."""
+    if old is None or new is None:
+        return [{"cause": "submission", "detail": f"absent from {'OLD' if old is None else 'NEW'}"}]
+    return causes(old.get("provenance"), new.get("provenance"))
+
+
 def causes(old: dict | None, new: dict | None) -> list[dict]:
     """What differs between two results' provenance, in the order an organizer looks for it."""
     if not old or not new:
@@ -143,14 +160,22 @@ def causes(old: dict | None, new: dict | None) -> list[dict]:
     if changed or grader_a.get("lock_sha256") != grader_b.get("lock_sha256"):
         found.append({"cause": "dependency set", "detail": "; ".join(changed) or "the lock changed (same installed versions)"})
     found += _phase_causes(old.get("phase", {}), new.get("phase", {}))
-    for key, name in (("reference", "reference"),):
-        if old.get("suite", {}).get(key) != new.get("suite", {}).get(key):
-            found.append({"cause": name, "detail": f"{old['suite'].get(key)} -> {new['suite'].get(key)}"})
+    reference_a, reference_b = old.get("suite", {}).get("reference"), new.get("suite", {}).get("reference")
+    if reference_a != reference_b:
+        found.append({"cause": "reference", "detail": _changes(reference_a, reference_b)})
     if old.get("definitions") != new.get("definitions"):
         metrics = sorted({*old.get("definitions", {}), *new.get("definitions", {})})
         differ = [m for m in metrics if old.get("definitions", {}).get(m) != new.get("definitions", {}).get(m)]
         found.append({"cause": "metric definitions", "detail": ", ".join(differ)})
     return found
+
+
+def _changes(old, new, shown: int = 10) -> str:
+    """``path: old -> new`` for each value that differs between two trees (the first ``shown``)."""
+    a, b = (dict(leaves(tree, strings=True)) if isinstance(tree, dict) else {(): tree} for tree in (old, new))
+    differ = [p for p in sorted(set(a) | set(b)) if a.get(p) != b.get(p)]
+    text = "; ".join(f"{'.'.join(p) or 'value'}: {a.get(p)} -> {b.get(p)}" for p in differ[:shown])
+    return text + (f"; ... and {len(differ) - shown} more" if len(differ) > shown else "")
 
 
 def _phase_causes(old: dict, new: dict) -> list[dict]:
@@ -162,7 +187,8 @@ def _phase_causes(old: dict, new: dict) -> list[dict]:
             found.append(
                 {
                     "cause": "phase files",
-                    "detail": "the phase's files changed (which ones is sealed: cases are withheld or private)",
+                    "detail": "the phase's files changed (which ones: metrics.json keeps the phase's digest only, "
+                    "rescore's case_scores.json has one per folder)",
                 }
             )
         else:
@@ -241,9 +267,7 @@ def changelog(old: Side, new: Side, tolerance: float = 0.0) -> dict:
                 "value_moved": _moved(value_a, value_b, tolerance),
                 "rank_moved": ranks_a.get(name) != ranks_b.get(name),
                 "moved": moves,
-                "causes": causes((a or {}).get("provenance"), (b or {}).get("provenance"))
-                if (moves or _moved(value_a, value_b, tolerance))
-                else [],
+                "causes": submission_causes(a, b) if (moves or _moved(value_a, value_b, tolerance)) else [],
             }
         )
     every_cause = sorted({f"{c['cause']}: {c['detail']}" for row in rows for c in row["causes"]})
@@ -337,6 +361,6 @@ def write(output: Path, log: dict) -> list[Path]:
 
 def compare(old: Path, new: Path, output: Path, tolerance: float = 0.0) -> dict:
     """Write the changelog of OLD -> NEW into ``output``; returns its summary."""
-    log = changelog(load(old), load(new), tolerance)
+    log = changelog(*paired(load(old), load(new)), tolerance)
     write(output, log)
     return log["summary"]

@@ -20,14 +20,18 @@ PLATFORMS = {"local": Platform, "grand-challenge": GrandChallenge, "codabench": 
 
 
 def detect(name: str, input_folder: Path, ground_truth: Path | None, output: Path) -> Platform:
-    if name == "auto":
-        if GrandChallenge.recognises(input_folder):
-            name = "grand-challenge"
-        elif CodaBench.recognises(input_folder):
-            name = "codabench"
-        else:
-            name = "local"
-    return PLATFORMS[name](input_folder, ground_truth, output)
+    return PLATFORMS[recognise(name, input_folder)](input_folder, ground_truth, output)
+
+
+def recognise(name: str, input_folder: Path) -> str:
+    """The platform ``name`` stands for: itself, or for ``auto`` the one whose input folder this is."""
+    if name != "auto":
+        return name
+    if GrandChallenge.recognises(input_folder):
+        return "grand-challenge"
+    if CodaBench.recognises(input_folder):
+        return "codabench"
+    return "local"
 
 
 __all__ = ["PLATFORMS", "Platform", "detect"]

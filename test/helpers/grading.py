@@ -42,6 +42,17 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str, env: dict 
     return Run(done.code, done.stdout, done.stderr, output)
 
 
+def run_on_a_platform(submission: Path, phase: Path, output: Path, *extra: str) -> Run:
+    """``run_cli`` as CodaBench runs it (the submission copied to ``input/res``): the last line a
+    participant reads there. A local run is the organizer's, whose last line names a broken
+    phase's cause."""
+    import shutil
+
+    folder = output.with_name(f"{output.name}-platform-input")
+    shutil.copytree(submission, folder / "res", symlinks=True) if submission.is_dir() else None
+    return run_cli(folder, phase, output, "--platform", "codabench", *extra)
+
+
 _KEPT: dict[str, int] = {}
 
 

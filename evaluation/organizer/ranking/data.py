@@ -46,14 +46,8 @@ class Submission:
 def submissions(inputs: list[Path], private: bool = False) -> list[Submission]:
     """Every submission the inputs name; ``private``: by its private cases (a ``rescore`` of a
     phase with ``private_cases``: the scores and per-case results of ``private-results.json``)."""
-    files = [item for path in inputs for item in uncertainty.record_files(Path(path), private)]
-    names = [name for name, _ in files]
-    if len(set(names)) != len(names):
-        raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
-    if len(files) < 2:
-        raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}")
     found = []
-    for name, path in files:
+    for name, path in uncertainty.named_files(inputs, private):
         record = uncertainty.read_record(name, path)
         if private and not record.get("private"):
             raise GraderError(f"no private results for {name!r}: rescore a phase with private_cases")

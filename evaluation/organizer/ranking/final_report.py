@@ -72,9 +72,10 @@ def _describe(final: finals.FinalRanking) -> str:
         how = f"aggregate-then-rank: the {method.statistic} over cases, ranked"
     else:
         how = f"rank-then-aggregate: each case's submissions ranked, the {method.statistic} of those ranks, ranked"
-    treat = {None: "missing values kept (ranked last per case)", "na.rm": "missing values removed"}.get(
-        spec.na_treat, f"missing values replaced by {spec.na_treat}"
+    kept = (  # without na_treat, only rank-then-aggregate accepts missing values (methods._refuse_na)
+        "missing values kept (ranked last per case)" if method.kind == "rank_then_aggregate" else "no missing values"
     )
+    treat = {None: kept, "na.rm": "missing values removed"}.get(spec.na_treat, f"missing values replaced by {spec.na_treat}")
     tasks = len(final.results)
     across = (
         f" The {tasks} tasks are combined by their consensus: the mean over tasks of each submission's rank (ties averaged)."

@@ -75,6 +75,28 @@ def record_files(path: Path, private: bool = False) -> list[tuple[str, Path]]:
     raise GraderError(f"{path}: expected a rescore output folder, a submission's result folder, case_scores.json or metrics.json")
 
 
+RESCORE_FIRST = (
+    "rank reads what 'rescore' writes (python -m evaluation rescore --ground-truth PHASE_DIR "
+    "--submissions UPLOADS_DIR --output OUT, then rank OUT): its output folder, or the result folders of at "
+    "least two submissions in it"
+)
+
+
+def named_files(inputs: list[Path], private: bool = False) -> list[tuple[str, Path]]:
+    """(submission name, case scores file) of every submission ``inputs`` name: at least two,
+    no name twice."""
+    files = [item for path in inputs for item in record_files(Path(path), private)]
+    for name, file in files:
+        if not file.is_file():
+            raise GraderError(f"{file.parent} holds no {file.name} of {name!r}: {RESCORE_FIRST}")
+    names = [name for name, _ in files]
+    if len(set(names)) != len(names):
+        raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
+    if len(files) < 2:
+        raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}: {RESCORE_FIRST}")
+    return files
+
+
 def read_record(name: str, path: Path) -> dict:
     """The case scores of one submission: ``case_scores.json``, or a metrics.json that holds
     ``case_scores`` itself or has ``case_scores.json`` beside it."""
@@ -85,7 +107,7 @@ def read_record(name: str, path: Path) -> dict:
     except (OSError, ValueError) as exc:
         raise GraderError(f"cannot read the case scores of {name!r} from {path}: {exc}") from None
     if not isinstance(record.get("case_scores"), dict) or not record["case_scores"]:
-        raise GraderError(f"{path} holds no case scores (run 'rescore', which writes {CASE_SCORES_FILE})")
+        raise GraderError(f"{path} holds no case scores: {RESCORE_FIRST}")
     return record
 
 
@@ -101,12 +123,8 @@ def load(inputs: list[Path], null_as: float | None = None, private: bool = False
     key, its direction, one set of cases and one phase (fingerprint); a null case score is
     refused unless ``null_as`` gives the value to use. ``private``: the private cases' scores
     (``rescore`` of a phase with ``private_cases``), for the sealed final ranking."""
-    files = [item for path in inputs for item in record_files(Path(path), private)]
-    if len(files) < 2:
-        raise GraderError(f"ranking needs at least two scored submissions, found {len(files)}")
+    files = named_files(inputs, private)
     names = [name for name, _ in files]
-    if len(set(names)) != len(names):
-        raise GraderError(f"submission names repeat: {sorted({n for n in names if names.count(n) > 1})}")
     records = [read_record(name, path) for name, path in files]
     if private:
         missing = [name for name, r in zip(names, records) if not r.get("private")]

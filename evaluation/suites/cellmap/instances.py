@@ -32,7 +32,7 @@ import cc3d
 import numpy as np
 
 from evaluation import machine
-from evaluation.metrics import label_stats
+from evaluation.metrics import label_stats, portable
 from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets, coordinates, pack
 from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import BinaryCounts, Contingency
@@ -51,10 +51,10 @@ def max_distance(voxel_size, shape) -> float:
 
 
 def normalize_distances(distances, voxel_size) -> np.ndarray:
-    """``1.01 ** (-d / |vs|)`` (``distance.py`` ``normalize_distance``); an infinite distance scores 0."""
+    """``1.01 ** (-d / |vs|)`` (``distance.py`` ``normalize_distance``); an infinite distance
+    scores 0. The power and the norm are ``portable``'s: numpy's depend on the processor."""
     d = np.asarray(distances, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        return np.where(np.isinf(d), 0.0, 1.01 ** (-d / np.linalg.norm(np.asarray(voxel_size, dtype=np.float64))))
+    return portable.power(1.01, -d / portable.norm(voxel_size))
 
 
 class Pathological(Exception):

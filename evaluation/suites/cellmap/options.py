@@ -7,9 +7,8 @@ Every default is written once, in ``schemas/phase.schema.json``, and read throug
 phase says what it was scored with.
 """
 
+import math
 from dataclasses import dataclass, fields
-
-import numpy as np
 
 from evaluation import phase as phases
 from evaluation.phase import Phase
@@ -53,7 +52,7 @@ class Limits:
         """Largest accepted (max prediction id) / (max truth id) ratio (``config.py``
         ``ratio_cutoff``, applied by ``instance_matching.py`` ``_check_instance_ratio``)."""
         return float(
-            self.final_instance_ratio_cutoff + self.initial_instance_ratio_cutoff * np.exp(-n_gt / self.instance_ratio_factor)
+            self.final_instance_ratio_cutoff + self.initial_instance_ratio_cutoff * math.exp(-n_gt / self.instance_ratio_factor)
         )
 
 

@@ -30,7 +30,7 @@ def measures(table: np.ndarray) -> dict:
         cov_pred = sum((pred[f] - pred[f] * pred[f] / n) / (n - 1) for f in range(k))
         cov_ref = sum((ref[f] - ref[f] * ref[f] / n) / (n - 1) for f in range(k))
         mcc = cov_pr / np.sqrt(cov_pred * cov_ref)
-        expectation = np.matmul(pred.reshape(-1, 1), ref.reshape(1, -1)) / n
+        expectation = np.multiply.outer(pred, ref) / n
         weights = np.ones([k, k]) - np.eye(k)
         kappa = 1 - np.sum(weights * cm) / np.sum(weights * expectation)
         balanced = np.sum(np.diag(cm) / ref) / k

@@ -6,7 +6,7 @@ import html
 
 from evaluation import figures
 from evaluation.suites.segmentation.aggregate import defined, flat
-from evaluation.suites.segmentation.options import UNRANKABLE, Options
+from evaluation.suites.segmentation.options import UNRANKABLE, Options, higher_is_better
 
 MAX_PLOTS = 12  # box plots drawn (the first scores, in output order)
 STYLE = (
@@ -55,7 +55,8 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
     parts = [
         f"<h1>Segmentation evaluation</h1><p>{len(scored)} case(s) scored, {len(failed)} failed. Ranking: "
         f"{html.escape(options.ranking)} ({options.ranking_statistic} over cases, mean over classes) = {_number(score)}"
-        " (negated for distances).</p>",
+        + ("" if higher_is_better(options.ranking) else " (negated: lower is better for this metric)")
+        + ".</p>",
         "<p>Definitions chosen: "
         + ", ".join(f"{html.escape(f)}: {html.escape(d)}" for f, d in options.definitions.items())
         + " (the source of every value: metrics.json reference.definitions)</p>",

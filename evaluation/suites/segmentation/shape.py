@@ -1,8 +1,11 @@
 """Metrics of a mask's shape rather than its overlap or surface distances: clDice and its
 topology precision/sensitivity, boundary IoU, and the distance between centres of mass."""
 
+import math
+
 import numpy as np
 
+from evaluation.metrics import portable
 from evaluation.metrics.nearest import boundary
 from evaluation.suites.segmentation.surfaces import bounding_box
 
@@ -56,12 +59,14 @@ def boundary_iou(ref: np.ndarray, pred: np.ndarray, width: float) -> float:
 
 def centre_distance(ref: np.ndarray, pred: np.ndarray, spacing, definition: str) -> float:
     """Distance between the centres of mass in spacing units. panoptica ``CEDI``
-    (``center_distance.py``): nan when a mask is empty; MetricsReloaded ``com_dist``: -1."""
+    (``center_distance.py``): nan when a mask is empty; MetricsReloaded ``com_dist``: -1. Both
+    references take the norm with the BLAS (``np.linalg.norm``, ``np.dot``), whose result
+    depends on the processor; ``portable`` gives the one without fused multiply-adds."""
     if not ref.any() or not pred.any():
         return -1.0 if definition == "metricsreloaded" else NAN
     from scipy import ndimage
 
     difference = np.subtract(ndimage.center_of_mass(pred), ndimage.center_of_mass(ref))
     if definition == "metricsreloaded":
-        return float(np.sqrt(np.dot(np.square(-difference), np.square(np.asarray(spacing, np.float64)))))
-    return float(np.linalg.norm(np.multiply(difference, spacing)))
+        return math.sqrt(portable.dot(np.square(-difference), np.square(np.asarray(spacing, np.float64))))
+    return portable.norm(np.multiply(difference, spacing))
