@@ -250,10 +250,17 @@ class Suite:
         raise NotImplementedError
 
 
-def census(unit: str, rules: dict[str, int], ranking: str, alternatives: dict[str, tuple[object, dict]] | None = None) -> dict:
+def census(
+    unit: str,
+    rules: dict[str, int],
+    ranking: str,
+    alternatives: dict[str, tuple[object, dict]] | None = None,
+    units: dict[str, list[str]] | None = None,
+) -> dict:
     """A suite's census in the one shape metrics.json has: ``rules`` counts ``unit``s (cases,
-    (case, class) pairs, ...) per rule; ``alternatives`` maps each policy option to the value
-    in force and the leaderboard value (``ranking``) under each of its values."""
+    (case, class) pairs, ...) per rule, and ``units`` names them where a rule changes what a
+    unit contributes; ``alternatives`` maps each policy option to the value in force and the
+    leaderboard value (``ranking``) under each of its values."""
     return {
         "unit": unit,
         "rules": dict(rules),
@@ -261,4 +268,5 @@ def census(unit: str, rules: dict[str, int], ranking: str, alternatives: dict[st
         "alternatives": {
             option: {"in_force": in_force, "values": values} for option, (in_force, values) in (alternatives or {}).items()
         },
+        **({"units": {rule: list(names) for rule, names in units.items()}} if units else {}),
     }

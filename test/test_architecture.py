@@ -22,6 +22,7 @@ LAYERS = [
         "evaluation.errors",
         "evaluation.log",
         "evaluation.machine",
+        "evaluation.names",
         "evaluation.numba_cache",
         "evaluation.progress",
         "evaluation.schemas",

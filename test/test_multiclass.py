@@ -284,6 +284,31 @@ def test_default_baseline_is_the_first_model_and_best_model_is_ranked(tmp_path):
     assert aggregates["mean_dice_fg_nanmean"] == aggregates["models"]["m2"]["mean_dice_fg_nanmean"]
 
 
+def test_a_model_named_after_a_leaderboard_column_does_not_take_it(tmp_path):
+    """Each model's columns are '<model>/<column>': a folder named 'pooled' (whose own columns
+    would once have been 'pooled_<column>') leaves the ranked model's pooled Dice in place."""
+    phase = phase_with(tmp_path, "max_models: 3\n")
+    write_model(tmp_path / "input" / "m1", "A", ".nii.gz")
+    write_model(tmp_path / "input" / "pooled", "B", ".nii.gz")
+    run = run_cli(tmp_path / "input", phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    board = json.loads((tmp_path / "out" / "metrics.json").read_text())["leaderboard"]
+    models = run.metrics["aggregates"]["models"]
+    ranked = run.metrics["aggregates"]["best_model"]
+    assert board["pooled_mean_dice_fg_nanmean"] == models[ranked]["pooled"]["mean_dice_fg_nanmean"]
+    assert board["pooled/mean_dice_fg_nanmean"] == models["pooled"]["mean_dice_fg_nanmean"]
+    assert board["m1/pooled_mean_dice_fg_nanmean"] == models["m1"]["pooled"]["mean_dice_fg_nanmean"]
+    assert not [key for key in board if "/" in key and key.split("/")[0] not in models]
+
+
+def test_a_model_folder_name_too_long_for_an_output_is_refused_before_scoring(tmp_path):
+    phase = phase_with(tmp_path, "max_models: 3\n")
+    write_model(tmp_path / "input" / "m1", "A", ".nii.gz")
+    write_model(tmp_path / "input" / ("m" * 240), "B", ".nii.gz")
+    run = run_cli(tmp_path / "input", phase, tmp_path / "out")
+    assert run.code == 2 and "is 240 bytes long; name it in 1 to 64 bytes" in run.last_line
+
+
 @pytest.mark.parametrize(
     "options",
     [

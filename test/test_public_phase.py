@@ -17,7 +17,7 @@ from helpers.preflight import check_args, grade_args, in_process, publish
 from helpers.public_phases import BUILDERS, scramble
 
 from evaluation import public
-from evaluation.suites.cellmap.inputs import GEOMETRY_ATTRIBUTES, METADATA_FILES
+from evaluation.suites.cellmap.inputs import GEOMETRY_ATTRIBUTES, METADATA_FILES, PUBLIC_KEYS, read_manifest
 
 FAST = (
     "ground-truth",
@@ -42,13 +42,15 @@ def assert_metadata_only(phase, public_dir) -> None:
     assert yaml.safe_load(found.pop("phase.yaml")) == {**config, "public": True}
     for relative, content in found.items():
         name = relative.rsplit("/", 1)[-1]
-        if name.endswith(".csv"):  # the CellMap manifest, as the organizer wrote it
-            assert content == (phase / relative).read_bytes(), relative
+        if name.endswith(".csv"):  # the CellMap manifest: its rows, as grading reads them
+            assert read_manifest(public_dir / relative) == read_manifest(phase / relative), relative
         elif name in METADATA_FILES:
-            document = json.loads(content)
+            document, original = json.loads(content), json.loads((phase / relative).read_bytes())
             attributes = document if name == ".zattrs" else document.get("attributes", {})
             assert set(attributes) <= set(GEOMETRY_ATTRIBUTES), relative
-            assert name != ".zarray" or (phase / relative).read_bytes() == content, relative
+            if name != ".zattrs":  # the reader's keys, as the organizer wrote them, and no other
+                assert set(document) - {"attributes"} <= set(PUBLIC_KEYS[name]), relative
+                assert all(document[key] == original[key] for key in document if key != "attributes"), relative
         else:
             assert len(content) <= public.MAX_HEADER_BYTES and public.is_header(public_dir / relative), relative
             header = public.read_header(public_dir / relative)
@@ -73,6 +75,35 @@ def test_a_scoring_submission_would_be_scored_and_the_public_phase_cannot_be_gra
     assert checked.code == 0 and checked.last_line.startswith("Would be scored: "), checked
     graded = in_process(grade_args(submission, public_dir, tmp_path / "out"), capsys)
     assert graded.code == 1 and "public phase" in graded.output and not (tmp_path / "out").exists(), graded
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_consolidated_metadata_and_extra_keys_of_a_cellmap_truth_are_not_published(tmp_path, zarr_format, capsys):
+    """A truth zarr with consolidated metadata holds every array's attributes (here a voxel
+    count per label) at its root, and an organizer may add keys of their own: the public phase
+    is written from the keys planning reads, so neither reaches it, and it still checks."""
+    import zarr
+
+    phase, submission = BUILDERS["cellmap/k_mask"](tmp_path / "built")
+    truth = phase / "truth.zarr"
+    source = zarr.open_group(str(truth), mode="r")
+    rewritten = zarr.open_group(str(tmp_path / "rewritten.zarr"), mode="w", zarr_format=zarr_format)
+    for crop_name, crop in source.groups():
+        group = rewritten.create_group(crop_name)
+        for label, array in crop.arrays():
+            copy = group.create_array(label, data=array[...], chunks=array.chunks)
+            copy.attrs.update({**array.attrs, "voxels_per_label": {"1": 4242}})
+    zarr.consolidate_metadata(str(tmp_path / "rewritten.zarr"))
+    shutil.rmtree(truth)
+    shutil.move(tmp_path / "rewritten.zarr", truth)
+    root = truth / ("zarr.json" if zarr_format == 3 else ".zgroup")
+    root.write_text(json.dumps({**json.loads(root.read_text()), "organizer_note": "lesion volumes 4242"}))
+    assert b"4242" in (truth / ("zarr.json" if zarr_format == 3 else ".zmetadata")).read_bytes()
+    published = files(publish(phase, tmp_path / "public"))
+    assert_metadata_only(phase, tmp_path / "public")
+    assert not [name for name, content in published.items() if b"4242" in content or name.endswith(".zmetadata")]
+    checked = in_process(check_args(submission, tmp_path / "public"), capsys)
+    assert checked.code == 0 and checked.last_line.startswith("Would be scored: "), checked
 
 
 def test_the_number_of_ground_truth_instances_is_not_published(tmp_path):

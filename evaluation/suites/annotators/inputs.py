@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log, public
+from evaluation import log, names, public
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
@@ -130,7 +130,7 @@ def annotation_voxels(path: str) -> int:
 
 
 def _model_id(folder: str) -> str:
-    model = column_name(folder)
+    model = names.checked(column_name(names.checked(folder, "model folder")), "model id")
     if not _SAFE_ID.match(model):
         raise SubmissionError(
             f"model folder '{folder}': its id '{model}' (the name after the last '_') may only hold letters, digits and '-'"

@@ -21,6 +21,7 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
+from evaluation import log
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
 from evaluation.errors import participant_file
 from evaluation.phase import Phase
@@ -34,6 +35,7 @@ from evaluation.suites.cellmap.versions import Version
 __all__ = ["VERSIONS", "CellMap", "Options"]
 
 VERSIONS: dict[str, Version] = {"v2": v2, "head": head}
+_log = log.get("cellmap")
 
 
 @register
@@ -61,12 +63,28 @@ class CellMap(Suite):
     def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
         """(crop, label) pairs by the rule that gave their entry other than scoring it: not
         submitted (``missing``: zero scores, the capped distance), failed, or a pathological
-        status (too many instances, matching given up: the reference's own scores)."""
-        statuses = Counter(
-            entry.get("status", "scored") for labels in result.metrics["case"].values() for entry in labels.values()
-        )
+        status (too many instances, matching given up: the reference's own scores). The
+        pathological pairs are named, in the log too: under ``head``'s default (``ignore``)
+        they leave their class, so noise that makes a badly predicted crop pathological lifts
+        the class's score (``pathological_crops: unmatched`` corrects it)."""
+        entries = [
+            (f"{crop}/{label}", entry) for crop, labels in result.metrics["case"].items() for label, entry in labels.items()
+        ]
+        statuses = Counter(entry.get("status", "scored") for _, entry in entries)
         statuses.pop("scored", None)
-        return census("(crop, label) pairs", statuses, self.ranking)
+        pathological = {
+            status: [pair for pair, entry in entries if entry.get("status") == status]
+            for status in statuses
+            if status not in ("missing", "failed")
+        }
+        if pathological:
+            options = plan.context.options
+            _log.warning(
+                "pathological_crops",
+                policy=options.pathological_crops if options.version == "head" else "reference scores (v2)",
+                pairs=pathological,
+            )
+        return census("(crop, label) pairs", statuses, self.ranking, units=pathological)
 
     def cases(self, plan: Plan) -> list[str]:
         """Every truth crop: submitted labels are tasks, the others fixed entries."""

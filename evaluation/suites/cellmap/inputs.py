@@ -399,18 +399,49 @@ METADATA_FILES = (".zgroup", ".zarray", ".zattrs", "zarr.json")
 
 
 def publish(phase: Phase, options: Options, output: Path) -> None:
-    """The manifest as it is, and the truth zarr's metadata without a chunk: the crops, their
-    arrays' shapes, chunks, data types and codecs, and of their attributes only the voxel size
-    and translation (an organizer's attribute may describe the labels)."""
+    """The manifest's rows and the truth zarr's metadata without a chunk, each document written
+    afresh from the keys planning reads: the crops, their arrays' shapes, chunks, data types
+    and codecs, and of their attributes only the voxel size and translation. Nothing is copied:
+    an organizer's attribute may describe the labels, and a consolidated ``zarr.json`` or
+    ``.zmetadata`` holds every array's attributes at the root."""
     manifest = phase.path(options.manifest)
     read_manifest(manifest)  # a broken manifest fails here as grading would
     target = public.target(phase, manifest, output)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(manifest.read_bytes())
+    target.write_text(_manifest_text(manifest))
     truth_root = phase.path(options.truth)
     if not truth_root.is_dir():
         raise PhaseError("the truth zarr named in phase.yaml does not exist")
     _publish_node(truth_root, public.target(phase, truth_root, output))
+
+
+MANIFEST_HEADER = "crop_name,dataset,class_label,voxel_size,translation,shape"
+
+
+def _manifest_text(manifest: Path) -> str:
+    """The manifest's rows as ``read_manifest`` reads them, under the reference's header."""
+    lines = manifest.read_text(encoding="utf-8").splitlines()[1:]
+    return "\n".join([MANIFEST_HEADER, *(line.strip() for line in lines if line.strip())]) + "\n"
+
+
+# Per metadata file, the keys a reader of its array or group needs; everything else (a
+# consolidated index, an organizer's extra keys, attributes beyond the geometry) stays out.
+PUBLIC_KEYS = {
+    ".zgroup": ("zarr_format",),
+    ".zarray": ("zarr_format", "shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters", "dimension_separator"),
+    "zarr.json": (
+        "zarr_format",
+        "node_type",
+        "shape",
+        "data_type",
+        "chunk_grid",
+        "chunk_key_encoding",
+        "codecs",
+        "fill_value",
+        "dimension_names",
+        "storage_transformers",
+    ),
+}
 
 
 def _publish_node(node: Path, out: Path) -> None:
@@ -419,19 +450,22 @@ def _publish_node(node: Path, out: Path) -> None:
         if (node / name).is_file():
             with organizer_file():
                 document = untrusted.load_json(node / name, "truth zarr metadata")
-            kept = _geometry_only(name, document)
-            (out / name).write_bytes((node / name).read_bytes() if kept == document else json.dumps(kept).encode())
+            (out / name).write_text(json.dumps(_public_document(name, document)))
     if zarr_store.node_kind(node) == zarr_store.ARRAY:
         return
     for child in zarr_store.children(node):
         _publish_node(node / child, out / child)
 
 
-def _geometry_only(name: str, document):
-    """A metadata document with its attributes cut to ``GEOMETRY_ATTRIBUTES``."""
-    keep = lambda attrs: {k: v for k, v in attrs.items() if k in GEOMETRY_ATTRIBUTES} if isinstance(attrs, dict) else {}  # noqa: E731
+def _public_document(name: str, document):
+    """A metadata document made of the keys ``PUBLIC_KEYS`` names, its attributes cut to
+    ``GEOMETRY_ATTRIBUTES``."""
+    geometry = lambda attrs: {k: v for k, v in attrs.items() if k in GEOMETRY_ATTRIBUTES} if isinstance(attrs, dict) else {}  # noqa: E731
+    if not isinstance(document, dict):
+        return {}
     if name == ".zattrs":
-        return keep(document)
-    if name == "zarr.json" and isinstance(document, dict) and "attributes" in document:
-        return {**document, "attributes": keep(document["attributes"])}
-    return document
+        return geometry(document)
+    kept = {key: document[key] for key in PUBLIC_KEYS[name] if key in document}
+    if name == "zarr.json":
+        kept["attributes"] = geometry(document.get("attributes"))
+    return kept

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evaluation import names
 from evaluation.contract import Outcome, Result
 from evaluation.suites.multiclass.classwise import Summary
 from evaluation.suites.multiclass.inputs import Context, ModelLayout, json_key
@@ -148,7 +149,9 @@ def nnunet_summary(per_case: list[dict], cases: list[str], files: dict, aggregat
     return {"foreground_mean": aggregate["foreground_mean"], "mean": aggregate["mean"], "metric_per_case": entries}
 
 
-def leaderboard_columns(options: Options, aggregate: dict, prefix: str = "") -> dict[str, float]:
+def leaderboard_columns(options: Options, aggregate: dict, model: str | None = None) -> dict[str, float]:
+    """The flat columns of one model's aggregates; a model other than the ranked one's are in
+    its namespace (``names.key``), so no folder name can take the ranked model's column."""
     columns = {
         HEADLINE: aggregate[HEADLINE],
         "mean_iou_fg_nanmean": aggregate["mean_iou_fg_nanmean"],
@@ -156,7 +159,8 @@ def leaderboard_columns(options: Options, aggregate: dict, prefix: str = "") -> 
     }
     columns.update({f"group_{name}_Dice": row["Dice"] for name, row in aggregate["groups"].items()})
     columns.update({f"{column}_Dice": entry["Dice"] for column, entry in zip(options.columns(), aggregate["mean"].values())})
-    return {prefix + key: float(v) for key, v in columns.items() if v is not None and np.isfinite(v)}
+    named = (lambda key: key) if model is None else (lambda key: names.key(model, key))
+    return {named(key): float(v) for key, v in columns.items() if v is not None and np.isfinite(v)}
 
 
 def model_result(options: Options, info: ModelLayout, outcomes: dict[str, Outcome]) -> ModelResult:
@@ -171,8 +175,8 @@ def model_result(options: Options, info: ModelLayout, outcomes: dict[str, Outcom
     k = len(options.class_ids)
     counts = {key: np.array([v[key] for _, v in scored], dtype=np.int64).reshape(len(scored), k) for key in COUNT_KEYS}
     summary = Summary(counts["TP"], counts["FP"], counts["FN"], counts["TN"], options.foreground, options.group_indices())
-    names = [case for case, _ in scored]
-    entries = case_entries(options, summary, names, info.files)
+    scored_cases = [case for case, _ in scored]
+    entries = case_entries(options, summary, scored_cases, info.files)
     entries.update(
         {
             json_key(c): {"status": "failed", "error": message, "prediction_file": info.files.get(c)}
@@ -180,8 +184,10 @@ def model_result(options: Options, info: ModelLayout, outcomes: dict[str, Outcom
         }
     )
     aggregate = aggregates(options, summary, info.missing, len(failed))
-    nnunet = nnunet_summary(nnunet_case_metrics(options, summary), names, info.files, aggregate)
-    return ModelResult(summary=summary, names=names, cases=dict(sorted(entries.items())), aggregates=aggregate, nnunet=nnunet)
+    nnunet = nnunet_summary(nnunet_case_metrics(options, summary), scored_cases, info.files, aggregate)
+    return ModelResult(
+        summary=summary, names=scored_cases, cases=dict(sorted(entries.items())), aggregates=aggregate, nnunet=nnunet
+    )
 
 
 def best_model(context: Context, models: dict[str, ModelResult]) -> str:
@@ -225,7 +231,7 @@ def result(context: Context, models: dict[str, ModelResult]) -> Result:
         }
         board = leaderboard_columns(options, models[ranked].aggregates)
         for m, r in models.items():
-            board.update(leaderboard_columns(options, r.aggregates, prefix=f"{m}_"))
+            board.update(leaderboard_columns(options, r.aggregates, model=m))
         files = {f"summary_{m}.json": r.nnunet for m, r in models.items()}
     image_scores = models[ranked].summary.image_fg_dice()
     case_scores = {json_key(c): float(v) for c, v in zip(models[ranked].names, image_scores) if np.isfinite(v)}

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation import log, public
+from evaluation import log, names, public
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
@@ -98,18 +98,18 @@ def find_models(submission: Submission, max_models: int) -> dict[str, dict[str, 
             f"the submission holds no label maps: upload one file per case named after it ({', '.join(images.SUFFIXES)})"
         )
     if len(folders) == 1:
-        return {folders[0].name: Submission(folders[0]).case_files()}
+        return {names.checked(folders[0].name, "model folder"): Submission(folders[0]).case_files()}
     if len(folders) > max_models:
-        names = ", ".join(p.name for p in folders[:5])
+        shown = ", ".join(p.name for p in folders[:5])
         raise SubmissionError(
-            f"the submission holds {len(folders)} folders of predictions ({names}); this phase scores "
+            f"the submission holds {len(folders)} folders of predictions ({shown}); this phase scores "
             + ("one set of predictions: put your files at the top level" if max_models == 1 else f"at most {max_models} models")
         )
     models = {}
     for folder in folders:
         if "." in folder.name:
             raise SubmissionError(f"model folder '{folder.name}': folder names must not contain dots; rename it")
-        models[folder.name] = Submission(folder).case_files()
+        models[names.checked(folder.name, "model folder")] = Submission(folder).case_files()
     return models
 
 
