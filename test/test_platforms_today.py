@@ -224,21 +224,8 @@ def test_the_invoke_server_grades_once_per_call_as_the_shim_drives_it(tmp_path):
     """sagemaker-shim's order: start, poll /health, place the input, POST /invoke (201 or a
     failure), again for the next task, then SIGTERM."""
     phase, upload, output = _phase(tmp_path), tmp_path / "input", tmp_path / "output"
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "evaluation", "serve", "--port", str(port), "--input", str(upload), "--ground-truth", str(phase),
-         "--output", str(output)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    server, port = _start_server(phase, upload, output)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _request(port, "GET", "/health", timeout=5)[0] == 200:
-                    break
-            except (urllib.error.URLError, OSError):
-                assert time.monotonic() < deadline, "no /health within 60 s"
-                time.sleep(0.2)
         assert _request(port, "GET", "/elsewhere")[0] == 404
         _extracted_upload(tmp_path, _case_files())
         assert _request(port, "POST", "/invoke") == (201, {"exit_status": 0})
@@ -257,6 +244,67 @@ def test_the_invoke_server_grades_once_per_call_as_the_shim_drives_it(tmp_path):
     assert [line for line in stderr.splitlines() if line.strip()][-1].startswith("Submission rejected: ")
     assert "case_x" in stderr.splitlines()[-1] and len(stderr.splitlines()) == 1  # nothing else on stderr
     assert '"event": "serving"' in stdout
+
+
+def _start_server(phase: Path, upload: Path, output: Path) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "evaluation", "serve", "--port", str(port), "--input", str(upload), "--ground-truth", str(phase),
+         "--output", str(output)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if _request(port, "GET", "/health", timeout=5)[0] == 200:
+                return server, port
+        except (urllib.error.URLError, OSError):
+            assert time.monotonic() < deadline, "no /health within 60 s"
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_the_invoke_server_answers_health_through_a_flood_and_a_caller_that_goes_away(tmp_path, monkeypatch):
+    """300 half-open connections (a request head that never ends) and 100 that open and say
+    nothing: /health answers within a second throughout and after; the flood's connections are
+    closed after HEAD_SECONDS. A caller that drops its /invoke connection leaves the grading to
+    finish and nothing on stderr (Grand-Challenge shows its last line)."""
+    from evaluation.platforms import invoke
+
+    phase, upload, output = _phase(tmp_path), tmp_path / "input", tmp_path / "output"
+    _extracted_upload(tmp_path, _case_files())
+    server, port = _start_server(phase, upload, output)
+    flood = []
+    try:
+        for number in range(400):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=5)
+            if number < 300:
+                connection.sendall(b"GET /hea")
+            flood.append(connection)
+        started = time.monotonic()
+        assert _request(port, "GET", "/health", timeout=1)[0] == 200
+        assert time.monotonic() - started < 1
+        for connection in flood[:50]:
+            connection.close()
+        assert _request(port, "GET", "/health", timeout=1)[0] == 200
+        flood[100].settimeout(invoke.HEAD_SECONDS + 10)
+        assert flood[100].recv(1) == b""  # closed by the server once its head timed out
+        caller = socket.create_connection(("127.0.0.1", port), timeout=5)
+        caller.sendall(b"POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        caller.close()
+        deadline = time.monotonic() + 120
+        while not (output / "metrics.json").is_file():
+            assert time.monotonic() < deadline, "the dropped invoke did not grade"
+            time.sleep(0.2)
+        time.sleep(1)
+        assert _request(port, "GET", "/health", timeout=1)[0] == 200
+    finally:
+        for connection in flood:
+            connection.close()
+        server.terminate()
+        stdout, stderr = server.communicate(timeout=30)
+    assert stderr == ""  # the grading succeeded: nothing on stderr, no traceback of the dropped caller
+    assert '"event": "serving"' in stdout and '"host": "127.0.0.1"' in stdout
 
 
 # --------------------------------------------------------------------------------------------
