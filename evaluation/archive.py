@@ -27,6 +27,7 @@ memory while unpacking is such a refusal too.
 """
 
 import errno
+import os
 import shutil
 import stat
 import tarfile
@@ -34,11 +35,11 @@ import zipfile
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from evaluation import log
 from evaluation.errors import Unusable
-from evaluation.readers import codecs, limits, untrusted
+from evaluation.readers import codecs, limits
 
 _log = log.get(__name__)
 _COPY_BLOCK = 1 << 20
@@ -62,12 +63,14 @@ _TAR_MAGIC = {b"\x1f\x8b": codecs.GZIP, b"BZh": codecs.BZ2, b"\xfd7zXZ\x00": cod
 
 @dataclass(frozen=True)
 class Limits:
-    """Caps for one archive. The total defaults to the CellMap reference's 50 GiB; the ratio
-    only applies beyond ``ratio_min_bytes`` of output, so small, highly compressible files
-    (zarr metadata, an empty mask) never trip it."""
+    """Caps for one archive. The total defaults to the CellMap reference's 50 GiB; the entries
+    (files and folders, those the paths imply included) to what a platform's disk writes in
+    well under a minute (a file costs 30 to 500 us there: a million could take minutes); the
+    ratio only applies beyond ``ratio_min_bytes`` of output, so small, highly compressible
+    files (zarr metadata, an empty mask) never trip it."""
 
     max_total_bytes: int = 50 * 1024**3
-    max_entries: int = 1_000_000
+    max_entries: int = 250_000
     max_ratio: float = 1000.0
     ratio_min_bytes: int = 16 * 1024**2
 
@@ -91,59 +94,77 @@ def _reason(exc: BaseException) -> str:
 
 
 def is_archive(path: Path) -> bool:
-    name = path.name.lower()
-    return path.is_file() and name.endswith(ZIP_SUFFIXES + TAR_SUFFIXES)
+    return path.is_file() and _is_archive_name(path.name)
 
 
-def _safe_relative(name: str) -> PurePosixPath:
-    """The entry's path inside the target, or an error if it could leave it."""
+def _safe_relative(name: str) -> tuple[str, ...]:
+    """The entry's path inside the target as its parts, or an error if it could leave it."""
     if "\x00" in name:
         raise Unusable(f"archive entry {name!r} has a NUL byte in its name")
     normalised = name.replace("\\", "/")
-    path = PurePosixPath(normalised)
-    if path.is_absolute() or (len(normalised) > 1 and normalised[1] == ":"):
+    if normalised.startswith("/") or (len(normalised) > 1 and normalised[1] == ":"):
         raise Unusable(f"archive entry {name!r} has an absolute path; use paths relative to the archive root")
-    if any(part == ".." for part in path.parts):
+    parts = tuple(part for part in normalised.split("/") if part not in ("", "."))
+    if ".." in parts:
         raise Unusable(f"archive entry {name!r} points outside the archive ('..' in its path)")
     try:
-        longest = max((len(part.encode("utf-8")) for part in path.parts), default=0)
+        longest = max((len(part.encode("utf-8")) for part in parts), default=0)
     except UnicodeEncodeError:
         raise Unusable(f"archive entry {name!r} has a name that is not valid UTF-8; rename it with plain characters") from None
     if longest > limits.MAX_NAME_BYTES:
         raise Unusable(f"archive entry {name!r} has a file or folder name longer than {limits.MAX_NAME_BYTES} bytes; shorten it")
-    if len(path.parts) > limits.MAX_DEPTH:
+    if len(parts) > limits.MAX_DEPTH:
         raise Unusable(f"archive entry {name!r} is nested more than {limits.MAX_DEPTH} folders deep")
-    return PurePosixPath(*[p for p in path.parts if p not in ("", ".")])
+    return parts
+
+
+def _is_archive_name(name: str) -> bool:
+    return name.lower().endswith(ZIP_SUFFIXES + TAR_SUFFIXES)
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _Writer:
-    """Creates entries under ``root`` while counting entries and bytes against the limits."""
+    """Creates entries under ``root`` while counting them (files and folders, the folders a
+    path implies included, as the submission's walk counts them) and their bytes against the
+    limits. Paths are strings and each folder is made once: a million-entry archive costs its
+    system calls, not a path object per level of every entry."""
 
     def __init__(self, root: Path, limits: Limits, compressed_bytes: int):
-        self.root, self.limits, self.compressed = root, limits, max(compressed_bytes, 1)
+        self.root, self.limits, self.compressed = str(root), limits, max(compressed_bytes, 1)
         self.entries = self.written = 0
+        self.folders: set[tuple[str, ...]] = {()}
 
-    def _destination(self, name: str) -> Path:
+    def _count(self) -> None:
         self.entries += 1
         if self.entries > self.limits.max_entries:
-            raise Unusable(f"the archive has more than {self.limits.max_entries} entries")
-        relative = _safe_relative(name)
-        destination = self.root.joinpath(*relative.parts) if relative.parts else self.root
-        if self.root != destination and self.root not in destination.parents:
-            raise Unusable(f"archive entry {name!r} points outside the archive")
-        return destination
+            raise Unusable(f"the archive holds more than {self.limits.max_entries} files and folders")
 
-    def folder(self, name: str) -> None:
-        destination = self._destination(name)
-        with _creating(name):
-            destination.mkdir(parents=True, exist_ok=True)
+    def _folders(self, name: str, parts: tuple[str, ...]) -> None:
+        for depth in range(1, len(parts) + 1):
+            if parts[:depth] not in self.folders:
+                self._count()
+                with _creating(name):
+                    os.mkdir(os.path.join(self.root, *parts[:depth]))
+                self.folders.add(parts[:depth])
 
-    def file(self, name: str, blocks, compressed_size: int | None = None) -> None:
+    def folder(self, name: str, parts: tuple[str, ...] | None = None) -> None:
+        self._folders(name, _safe_relative(name) if parts is None else parts)
+
+    def file(self, name: str, blocks, compressed_size: int | None = None, parts: tuple[str, ...] | None = None) -> None:
         """Write the entry ``name`` from the iterable of byte blocks ``blocks``."""
-        destination = self._destination(name)
+        parts = _safe_relative(name) if parts is None else parts
+        if not parts:
+            raise Unusable(f"archive entry {name!r} names no file")
+        if _is_archive_name(parts[-1]):
+            raise Unusable(
+                f"the archive contains another archive ({'/'.join(parts)}); upload one archive holding the files themselves"
+            )
+        self._folders(name, parts[:-1])
+        self._count()
         with _creating(name):
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            sink = open(destination, "xb")
+            sink = os.fdopen(os.open(os.path.join(self.root, *parts), _NEW_FILE, 0o644), "wb")
         entry_written = 0
         with sink:
             for block in blocks:
@@ -183,17 +204,25 @@ def _creating(name: str):
         raise
 
 
-def _check_declared(names_sizes: list[tuple[str, int]], limits: Limits, free_bytes: int) -> None:
-    """Refuse early from the archive's own index (it may lie; the copy counts again)."""
+def _check_declared(names_sizes: list[tuple[str, int, bool]], limits: Limits, free_bytes: int) -> list[tuple[str, ...]]:
+    """Refuse early from the archive's own index (it may lie; the copy counts again): its
+    files and folders (those its paths imply included) and its total size, before a byte is
+    written. Returns each entry's path parts."""
     if len(names_sizes) > limits.max_entries:
         raise Unusable(f"the archive has {len(names_sizes)} entries; at most {limits.max_entries} are accepted")
-    declared = sum(size for _, size in names_sizes)
+    declared = sum(size for _, size, _ in names_sizes)
     if declared > limits.max_total_bytes:
         raise Unusable(f"the archive unpacks to {_size(declared)}; at most {_size(limits.max_total_bytes)} are accepted")
     if declared > free_bytes:
         raise Unusable("the archive unpacks to more data than the grader has room for; reduce its size")
-    for name, _ in names_sizes:
-        _safe_relative(name)
+    parts = [_safe_relative(name) for name, _, _ in names_sizes]
+    folders = {p[:depth] for p, (_, _, is_folder) in zip(parts, names_sizes) for depth in range(1, len(p) + is_folder)}
+    files = sum(1 for _, _, is_folder in names_sizes if not is_folder)
+    if files + len(folders) > limits.max_entries:
+        raise Unusable(
+            f"the archive holds {files} files in {len(folders)} folders; at most {limits.max_entries} files and folders are accepted"
+        )
+    return parts
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,15 +236,16 @@ def _extract_zip(archive: Path, writer: _Writer, limits: Limits) -> None:
         raise Unusable(f"{archive.name} is not a readable zip archive ({_reason(exc)})") from None
     with zf, open(archive, "rb") as raw:
         infos = zf.infolist()
-        _check_declared([(i.filename, i.file_size) for i in infos], limits, shutil.disk_usage(writer.root).free)
+        declared = [(i.filename, i.file_size, i.is_dir()) for i in infos]
+        paths = _check_declared(declared, limits, shutil.disk_usage(writer.root).free)
         spans = _zip_spans(raw, infos, getattr(zf, "start_dir", None))
-        for info, start in zip(infos, spans):
+        for info, start, parts in zip(infos, spans, paths):
             if stat.S_ISLNK(info.external_attr >> 16):
                 raise Unusable(f"archive entry {info.filename!r} is a symbolic link; links are not accepted")
             if info.is_dir():
-                writer.folder(info.filename)
+                writer.folder(info.filename, parts)
                 continue
-            writer.file(info.filename, _zip_entry(raw, info, start), info.compress_size)
+            writer.file(info.filename, _zip_entry(raw, info, start), info.compress_size, parts)
 
 
 def _zip_spans(raw, infos: list[zipfile.ZipInfo], directory_at: int | None) -> list[int]:
@@ -388,10 +418,5 @@ def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
         raise Unusable(
             f"{archive.name} needs more memory to unpack than the grader has; upload a plain zip of the files"
         ) from None
-    nested = next((p for p, is_folder in untrusted.walk(target) if not is_folder and is_archive(p)), None)
-    if nested is not None:
-        raise Unusable(
-            f"the archive contains another archive ({nested.relative_to(target).as_posix()}); upload one archive holding the files themselves"
-        )
     _log.info("archive_extracted", archive=archive.name, entries=writer.entries, bytes=writer.written)
     return target

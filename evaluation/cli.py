@@ -117,8 +117,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     tasks, outcomes, summaries = graded.plan.tasks, graded.outcomes, graded.summaries
     failures = [outcomes[t.key] for t in tasks if not outcomes[t.key].ok]
     for failure in failures:
-        shown = failure.key if failure.key in summaries.public_outcomes else "a sealed case"
-        _log.error("case_failed", case=shown, kind=failure.kind, message=failure.message if shown == failure.key else None)
+        _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
     _log.info(  # the last line repeats the first ones: a platform may keep only the end of a long log
         "written",
@@ -133,11 +132,7 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
         version=__version__,
         **_resources(graded.resources),
     )
-    hidden = frozenset(key for key in outcomes if key not in summaries.public_outcomes)
-    code, line = verdict(tasks, outcomes, hidden, sealed.SEALED_FAILURE)
-    if code == EXIT_INTERNAL and platform.name == "local":  # the organizer's own run: the first cause
-        first = next(f for f in failures if f.kind != "submission")
-        line = f"Case {first.key} failed ({first.kind}): {first.message}"
+    code, line = verdict(tasks, outcomes, organizer=platform.name == "local")
     if line:
         last_line(line)
     return code
@@ -173,14 +168,8 @@ def _write(
     made_by = lambda hidden: provenance.document(  # noqa: E731
         phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
     )
-    document = report.metrics_document(
-        suite.name,
-        result,
-        summaries.public_outcomes,
-        publish_cases,
-        made_by(True),
-        sealed.sealed_failures(summaries),
-    )
+    in_plan_order = {task.key: graded.outcomes[task.key] for task in graded.plan.tasks}
+    document = report.metrics_document(suite.name, result, in_plan_order, publish_cases, made_by(True))
     if graded.given_inputs is not None:
         document["additional_inputs"] = graded.given_inputs
     files = {

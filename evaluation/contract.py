@@ -93,13 +93,17 @@ def _jsonable(value):
 class Task:
     """One independently scored unit (a case, or a (crop, label) pair).
 
-    ``memory_bytes`` is the scheduler's estimate of its peak. A task with a ``refusal`` is not
-    run: it fails as the submission's fault with that message."""
+    ``memory_bytes`` is the scheduler's estimate of its peak; ``phase_memory_bytes`` the part of
+    it the phase imposes, the estimate for the smallest prediction the task accepts (None: all
+    of it, when the estimate follows the truth alone), so that a task too large for the machine
+    is refused as the participant's fault only if a smaller prediction would fit. A task with a
+    ``refusal`` is not run: it fails as the submission's fault with that message."""
 
     key: str
     payload: Payload
     memory_bytes: int = 0
     refusal: str | None = None  # set by plan() when the metadata already shows it cannot be scored
+    phase_memory_bytes: int | None = None
 
 
 @dataclass
@@ -154,22 +158,21 @@ def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict
     return {"kind": "internal", "message": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))}
 
 
-def verdict(
-    tasks: list[Task], outcomes: dict[str, "Outcome"], sealed: frozenset[str] = frozenset(), sealed_message: str = ""
-) -> tuple[int, str | None]:
+def verdict(tasks: list[Task], outcomes: dict[str, "Outcome"], organizer: bool = False) -> tuple[int, str | None]:
     """The exit status of a run and the participant's last line (None when every task
     succeeded), from its outcomes taken in the plan's order, so that the line does not depend
     on which worker finished first: grading and the preflight end alike. Any failure that is
-    not the submission's is an internal error, with a neutral line. A failed task of a sealed
-    case (``sealed``: task keys) is named last and only as ``sealed_message``."""
+    not the submission's is an internal error, with a neutral line, or, in the ``organizer``'s
+    own run (the local platform), the first such failure. A private case's failure reads as
+    any other's (``sealed``): failing tells nothing of which cases are private."""
     failures = [outcomes[t.key] for t in tasks if not outcomes[t.key].ok]
     if not failures:
         return EXIT_OK, None
-    if any(f.kind != "submission" for f in failures):
-        return EXIT_INTERNAL, INTERNAL_ERROR_LINE
-    first = next((f for f in failures if f.key not in sealed), None)
+    ours = [f for f in failures if f.kind != "submission"]
+    if ours:
+        return EXIT_INTERNAL, f"Case {ours[0].key} failed ({ours[0].kind}): {ours[0].message}" if organizer else INTERNAL_ERROR_LINE
     more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
-    return EXIT_SUBMISSION, f"Submission rejected: {first.message if first else sealed_message}{more}"
+    return EXIT_SUBMISSION, f"Submission rejected: {failures[0].message}{more}"
 
 
 @dataclass

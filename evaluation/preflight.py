@@ -183,7 +183,7 @@ def _check(platform: Platform, phase: Phase, workers: int | None, memory_mb: int
         submission, _ = platform.intake(phase, Path(scratch), resources)
         plan = suite.plan(submission, phase, resources)
         outcomes = runner.run(plan.tasks, suite.check, resources, progress=progresses.at_terminal("checking"))
-    code, line = verdict(plan.tasks, outcomes)
+    code, line = verdict(plan.tasks, outcomes, organizer=platform.name == "local")
     summary = summarize(plan, outcomes, platform_resources(phase, workers, memory_mb, local=False))
     _log.info("check_summary", **summary)
     if output is not None:

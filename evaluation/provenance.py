@@ -259,14 +259,19 @@ def options_in_force(phase) -> dict:
 
 def document(phase, suite, definitions: dict, reference: dict | None, fingerprint: dict, for_participants: bool = True) -> dict:
     """The ``provenance`` node, from the phase's fingerprint (computed once per run).
-    ``for_participants`` (metrics.json, which a platform may show): the per-folder digests,
-    which name the truth's files, are left out, and the private cases are given as a digest;
-    the organizer's files (rescore's case_scores.json, private-results.json) have them."""
+    ``for_participants`` (metrics.json, which a platform may show): the phase's digest alone
+    (its per-folder digests name the truth's files, its file count and byte total follow the
+    voxels), and the private cases and options naming truth files as digests keyed with the
+    per-folder digests, which participants never see: a few case names and a seed cannot be
+    tried against them. The organizer's files (rescore's case_scores.json,
+    private-results.json) have everything."""
     options = options_in_force(phase)
     if for_participants:
-        fingerprint = {k: v for k, v in fingerprint.items() if k != "groups"}
+        key = digest(fingerprint.get("groups"))
+        fingerprint = {"sha256": fingerprint["sha256"]}
         options = {
-            name: {"sha256": digest(value)} if _sealed_option(phase, name, value) else value for name, value in options.items()
+            name: {"sha256": digest({"key": key, "value": value})} if _sealed_option(phase, name, value) else value
+            for name, value in options.items()
         }
     return {
         "grader": build(),

@@ -138,10 +138,15 @@ def target(phase: Phase, path: Path, output: Path) -> Path:
     return Path(output) / relative
 
 
+SECRET_OPTIONS = ("private_cases",)  # the organizer's: which cases rank the final leaderboard
+
+
 def write_phase_file(phase: Phase, output: Path) -> Path:
     """``phase.yaml`` of the public phase: the same options and ``public: true``, written from
-    the parsed options (an organizer's comments may describe the ground truth)."""
-    config = {"suite": phase.suite, **phase.options, OPTION: True}
+    the parsed options (an organizer's comments may describe the ground truth), without
+    ``SECRET_OPTIONS`` (the preflight needs no private case: one fails as any other does)."""
+    options = {name: value for name, value in phase.options.items() if name not in SECRET_OPTIONS}
+    config = {"suite": phase.suite, **options, OPTION: True}
     path = Path(output) / phases.PHASE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))

@@ -27,7 +27,6 @@ def metrics_document(
     outcomes: dict,
     publish_cases: bool = True,
     provenance: dict | None = None,
-    sealed_failures: list[dict] = (),
 ) -> dict:
     """metrics.json for one submission: the suite's ``case``/``aggregates``, its leaderboard
     columns, the cases that failed, and what made it (``provenance``). The command line and
@@ -37,8 +36,9 @@ def metrics_document(
     the mean case score (the statistic ``rank`` resamples; a leaderboard can show its
     ``half_width`` as an error bar). With ``publish_cases`` false (hidden test sets: Grand-
     Challenge shows participants the whole file), per-case values are left out and failures
-    are numbered instead of named. ``sealed_failures`` are the private cases' failures
-    (``sealed.sealed_failures``), listed without names or messages."""
+    are numbered instead of named. ``outcomes`` are every case's, in the plan's order: a private
+    case's failure (``sealed``) reads as any other's, so that failing does not tell which cases
+    are private."""
     from evaluation import __version__
 
     failures = [o for o in outcomes.values() if not o.ok]
@@ -56,8 +56,7 @@ def metrics_document(
         "failures": [
             {"case": o.key if publish_cases else f"case {i}", "kind": o.kind, "message": o.message}
             for i, o in enumerate(failures, 1)
-        ]
-        + list(sealed_failures),
+        ],
         **({"provenance": provenance} if provenance is not None else {}),
     }
 

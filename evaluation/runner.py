@@ -84,11 +84,22 @@ def footprint(task: Task, baseline: int) -> int:
 def _refusal(task: Task, memory_bytes: int, baseline: int) -> Outcome | None:
     """Tasks refused before anything is loaded: those the plan refused, and those whose
     estimate exceeds the whole budget (killed for memory halfway, they would be lost without
-    a useful message)."""
+    a useful message): the participant's fault only if the smallest prediction would fit."""
     if task.refusal:
         return Outcome(task.key, kind="submission", message=task.refusal)
     if footprint(task, baseline) > memory_bytes:
         need, have = footprint(task, baseline) / 2**30, memory_bytes / 2**30
+        floor = task.memory_bytes if task.phase_memory_bytes is None else task.phase_memory_bytes
+        if floor + baseline > memory_bytes:
+            return Outcome(
+                task.key,
+                kind="internal",
+                message=(
+                    f"{task.key}: the phase's case needs about {(floor + baseline) / 2**30:.1f} GiB of memory even for the "
+                    f"smallest prediction, more than the {have:.1f} GiB available: give the phase a machine with more "
+                    "memory, or smaller cases"
+                ),
+            )
         return Outcome(
             task.key,
             kind="submission",

@@ -21,7 +21,6 @@ from evaluation.contract import Outcome, Plan, Result, Suite
 from evaluation.errors import PhaseError
 
 PRIVATE_RESULTS_FILE = "private-results.json"  # the one file that holds private values
-SEALED_FAILURE = "a case of the sealed (final-ranking) subset could not be scored"
 
 
 @dataclass
@@ -81,12 +80,6 @@ def _summarize(suite: Suite, phase, plan: Plan, outcomes: dict[str, Outcome]) ->
     result = suite.summarize(phase, plan, outcomes)
     result.census = suite.census(phase, plan, outcomes, result)
     return result
-
-
-def sealed_failures(summaries: Summaries) -> list[dict]:
-    """The private cases' failures as metrics.json lists them: numbered, without their messages."""
-    failed = [o for o in summaries.private_outcomes.values() if not o.ok]
-    return [{"case": f"sealed case {i}", "kind": o.kind, "message": SEALED_FAILURE} for i, o in enumerate(failed, 1)]
 
 
 def private_document(suite: Suite, summaries: Summaries, provenance: dict) -> dict:

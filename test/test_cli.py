@@ -156,3 +156,22 @@ def test_every_suite_named_by_the_schema_is_a_registered_module():
     for name in suites.names():
         suite = suites.get(name)
         assert suite.name == name and suite.ranking, name
+
+
+def test_a_case_too_large_for_the_phases_memory_is_the_organizers_fault(tmp_path):
+    """The prediction has exactly the truth's shape and the smallest type: the phase's memory
+    setting, not the upload, is what does not fit (exit 1, the cause named to the organizer)."""
+    import numpy as np
+
+    phase, upload = tmp_path / "phase", tmp_path / "upload"
+    (phase / "labels").mkdir(parents=True)
+    upload.mkdir()
+    labels = np.zeros((200, 200, 200), np.uint8)
+    labels[80:120, 80:120, 80:120] = 1
+    np.save(phase / "labels" / "case_0.npy", labels)
+    np.save(upload / "case_0.npy", labels)
+    (phase / "phase.yaml").write_text("suite: segmentation\nclasses: {lesion: 1}\nmetrics: [dice]\nmemory_limit_mb: 256\n")
+    run = run_cli(upload, phase, tmp_path / "out")
+    assert run.code == 1
+    assert run.last_line.startswith("Case case_0 failed (internal): case_0: the phase's case needs about")
+    assert run.metrics["failures"][0]["kind"] == "internal"

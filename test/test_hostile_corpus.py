@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from helpers import capped, hostile, hostile_work
 from helpers.grading import ROOT, validate_metrics
-from helpers.hostile import CASE_FAILURE, MARKER, MEMORY_LIMIT_MB, SCORED
+from helpers.hostile import CASE_FAILURE, MARKER, MEMORY_LIMIT_MB, PHASE_FAULT, SCORED
 from helpers.preflight import Ending, check_args, publish
 from helpers.tiers import sampled
 
@@ -119,10 +119,10 @@ def test_hostile_submission(kind, workspace):
 
     assert not used["timed_out"], f"ran past {TIME_LIMIT_S} s"
     assert used["peak_mb"] <= CAP_MB, f"peak {used['peak_mb']} MB"
-    expected_exit = 0 if kind.outcome == SCORED else 2
+    expected_exit = {SCORED: 0, PHASE_FAULT: 1}.get(kind.outcome, 2)
     assert done.code == expected_exit, f"exit {done.code}: {(done.stdout + done.stderr)[-1500:]}"
     if kind.outcome != SCORED:
-        assert last.startswith("Submission rejected: "), last
+        assert last.startswith("Case " if kind.outcome == PHASE_FAULT else "Submission rejected: "), last
         assert "Traceback" not in last and not last.startswith("  File ")
         assert last.isprintable(), repr(last)
         assert str(scratch) not in last and str(tmp_path) not in last, last

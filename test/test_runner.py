@@ -67,13 +67,19 @@ def test_memory_budget_serialises_big_tasks():
 
 
 def test_a_task_over_the_whole_budget_is_refused_before_it_starts(tmp_path):
+    """Refused as the participant's fault when the smallest prediction would fit (their arrays
+    are too large), as the phase's when even that would not (the organizer's setting)."""
     marker = tmp_path / "started"
     tasks = [
-        Task("huge", {"action": "touch", "path": str(marker)}, memory_bytes=5000),
+        Task("huge prediction", {"action": "touch", "path": str(marker)}, memory_bytes=5000, phase_memory_bytes=900),
+        Task("huge case", {"action": "touch", "path": str(marker)}, memory_bytes=5000),
+        Task("huge case too", {"action": "touch", "path": str(marker)}, memory_bytes=5000, phase_memory_bytes=1200),
         Task("ok", {"action": "ok"}, memory_bytes=10),
     ]
     outcomes = runner.run(tasks, _work, contract.Resources(workers=2, memory_bytes=1000), worker_baseline=0)
-    assert outcomes["huge"].kind == "submission" and "memory" in outcomes["huge"].message
+    assert outcomes["huge prediction"].kind == "submission" and "submit smaller arrays" in outcomes["huge prediction"].message
+    for key in ("huge case", "huge case too"):
+        assert outcomes[key].kind == "internal" and "even for the smallest prediction" in outcomes[key].message
     assert not marker.exists() and outcomes["ok"].ok
 
 

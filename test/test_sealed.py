@@ -14,7 +14,7 @@ from helpers.grading import ROOT, run_cli, validate_metrics
 from test_segmentation_suite import case_folders  # noqa: F401 - the fixture
 
 from evaluation.errors import PhaseError
-from evaluation.sealed import PRIVATE_RESULTS_FILE, SEALED_FAILURE, private_cases
+from evaluation.sealed import PRIVATE_RESULTS_FILE, private_cases
 
 GRAND_CHALLENGE = ROOT / "container" / "scenarios" / "grand-challenge-jobs"
 
@@ -163,22 +163,48 @@ def test_codabench_writes_no_private_file_and_leaks_nothing(cellmap_phase, tmp_p
     assert _leaks(texts, _private_numbers(private), ["crop114"]) == []
 
 
-def test_a_failed_private_case_is_reported_without_its_name_or_message(tmp_path):
-    """A private crop that cannot be scored fails the run (as any case does) without the last
-    line or metrics.json saying which case or why; private-results.json has both."""
-    phase = _phase_with_private(ROOT / "ground-truth", tmp_path / "phase", "{cases: [crop114]}")
+def test_a_failed_case_reads_the_same_whether_it_is_private_or_public(tmp_path):
+    """A crop that cannot be scored fails the run with the same last line, log line and
+    metrics.json failure whether it is private or not, so breaking one case at a time tells
+    nothing of which cases are private; private-results.json lists it for the organizer."""
     submission = tmp_path / "submission"
     shutil.unpack_archive(ROOT / "examples" / "cellmap" / "submission" / "submission.zip", submission / "submission.zarr")
     mito = submission / "submission.zarr" / "crop114" / "mito"
     for chunk in (p for p in mito.rglob("*") if p.is_file() and not p.name.startswith(".")):
         chunk.write_bytes(b"not a chunk")
-    run = run_cli(submission, phase, tmp_path / "out")
-    assert run.code == 2
-    assert run.last_line == f"Submission rejected: {SEALED_FAILURE}"
-    assert [f["case"] for f in run.metrics["failures"]] == ["sealed case 1"]
-    assert "crop114" not in json.dumps(run.metrics)
-    private = json.loads((tmp_path / "out" / PRIVATE_RESULTS_FILE).read_text())
+    ends = {}
+    for private in ("crop114", "crop102"):
+        phase = _phase_with_private(ROOT / "ground-truth", tmp_path / f"phase-{private}", f"{{cases: [{private}]}}")
+        run = run_cli(submission, phase, tmp_path / f"out-{private}")
+        failed = [json.loads(line) for line in run.stdout.splitlines() if '"case_failed"' in line]
+        ends[private] = (run.code, run.last_line, run.metrics["failures"], [(f["case"], f["message"]) for f in failed])
+    assert ends["crop114"] == ends["crop102"]
+    code, last, failures, _ = ends["crop114"]
+    assert code == 2 and "crop114/mito" in last and [f["case"] for f in failures] == ["crop114/mito"]
+    private = json.loads((tmp_path / "out-crop114" / PRIVATE_RESULTS_FILE).read_text())
     assert private["failures"][0]["case"] == "crop114/mito"
+
+
+def test_the_public_phase_and_metrics_json_do_not_tell_which_cases_are_private(tmp_path):
+    """The public phase holds no private_cases; metrics.json's digest of it is keyed with the
+    truth's per-folder digests, so trying case names, fractions and seeds against it fails; nor
+    does it give the truth's file count and size."""
+    from evaluation.provenance import digest
+
+    phase = _phase_with_private(ROOT / "ground-truth", tmp_path / "phase", "{fraction: 0.5, seed: 3}")
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation", "publish", str(phase), "--output", str(tmp_path / "public")],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "private" not in (tmp_path / "public" / "phase.yaml").read_text()
+    run = run_cli(ROOT / "examples" / "cellmap" / "submission", phase, tmp_path / "out")
+    provenance = run.metrics["provenance"]["phase"]
+    assert set(provenance["fingerprint"]) == {"sha256"}
+    sealed = provenance["options"]["private_cases"]["sha256"]
+    tried = [{"fraction": f, "seed": s} for f in (0.1, 0.2, 0.25, 0.3, 0.5) for s in range(10)]
+    tried += [{"cases": [c]} for c in ("crop102", "crop114")]
+    assert sealed not in {digest(option) for option in tried}
 
 
 def test_segmentation_public_and_private_results_are_those_of_each_subset_alone(case_folders, tmp_path):  # noqa: F811

@@ -240,14 +240,8 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
         sealed.write_private(entry.output, sealed.private_document(suite, summaries, made_by(False)))
     else:
         (entry.output / sealed.PRIVATE_RESULTS_FILE).unlink(missing_ok=True)
-    document = report.metrics_document(
-        suite.name,
-        result,
-        summaries.public_outcomes,
-        True,
-        made_by(True),
-        sealed.sealed_failures(summaries),
-    )
+    in_plan_order = {task.key: entry.outcomes[task.key] for task in entry.plan.tasks}
+    document = report.metrics_document(suite.name, result, in_plan_order, True, made_by(True))
     report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: scores})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 

@@ -6,7 +6,9 @@ reach the participant) and a submission, and says what must come of it:
 
 - ``REJECTED``: exit 2, nothing scored;
 - ``CASE_FAILURE``: exit 2, the broken case listed under ``failures``, the others scored;
-- ``SCORED``: legitimate data in an unusual form (big-endian, nothing stored, ...): exit 0.
+- ``SCORED``: legitimate data in an unusual form (big-endian, nothing stored, ...): exit 0;
+- ``PHASE_FAULT``: an upload the phase itself cannot score (its case needs more memory than it
+  gives the grader): exit 1, the organizer's problem, named in the last line of a local run.
 
 ``words`` must all appear in the last stderr line (the participant's message). The classes:
 reading other files (the ground truth) through a file's own references; choosing one's own
@@ -37,7 +39,7 @@ import tifffile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MARKER = "gtsecret"  # in every ground-truth folder and file name
-REJECTED, CASE_FAILURE, SCORED = "rejected", "case failure", "scored"
+REJECTED, CASE_FAILURE, SCORED, PHASE_FAULT = "rejected", "case failure", "scored", "the phase's fault"
 MEMORY_LIMIT_MB = 1500  # what every corpus phase tells the grader it has (phase option memory_limit_mb)
 
 
@@ -962,6 +964,75 @@ def _mito_scored(metrics: dict) -> None:
     assert entry.get("status") != "failed" and entry["is_missing"] is False, entry
 
 
+LARGE_CASE = (200, 200, 200)
+
+
+def _large_segmentation_phase(root: Path) -> Path:
+    phase = root / f"{MARKER}-phase"
+    (phase / f"{MARKER}-labels").mkdir(parents=True)
+    np.save(phase / f"{MARKER}-labels" / "case_1.npy", np.zeros(LARGE_CASE, np.uint8))
+    (phase / "phase.yaml").write_text(f"suite: segmentation\ntruth: {MARKER}-labels\nclasses: [1]\nmemory_limit_mb: 256\n")
+    return phase
+
+
+def _large_segmentation_submission(root: Path) -> Path:
+    folder = root / "input"
+    folder.mkdir()
+    np.save(folder / "case_1.npy", np.zeros(LARGE_CASE, np.uint8))
+    return folder
+
+
+def _models(root: Path, *names: str) -> Path:
+    folder = root / "input"
+    for name in names:
+        shutil.copytree(multiclass_submission(root / f"model-{len(name)}-{name[:8]}"), folder / name)
+    return folder
+
+
+def _ranked_model_keeps_its_columns(metrics: dict) -> None:
+    aggregates, board = metrics["aggregates"], metrics["leaderboard"]
+    ranked = aggregates["models"][aggregates["best_model"]]
+    assert board["pooled_mean_dice_fg_nanmean"] == ranked["pooled"]["mean_dice_fg_nanmean"]
+    assert board["pooled/mean_dice_fg_nanmean"] == aggregates["models"]["pooled"]["mean_dice_fg_nanmean"]
+
+
+def _annotators_long_model(root: Path) -> Path:
+    folder = root / "input"
+    for model in ("model_a", "model_" + "b" * 243):
+        (root / model[:16]).mkdir()
+        shutil.copytree(annotators_submission(root / model[:16]), folder / model)
+    return folder
+
+
+def _many_tar_entries(root: Path) -> Path:
+    folder = root / "input"
+    folder.mkdir()
+    with tarfile.open(folder / "submission.tar.gz", "w:gz") as tar:
+        for i in range(30_000):
+            tar.addfile(tarfile.TarInfo(f"d{i // 100}/f{i}"))
+    return folder
+
+
+def _salted_cellmap(root: Path) -> Path:
+    """The perfect submission with 400 isolated voxels of new ids in crop101/mito's background:
+    far more components than the truth's instances allow (the reference's ratio cutoff)."""
+    import zarr
+
+    folder = cellmap_submission(root)
+    array = zarr.open_array(str(folder / "submission.zarr" / "crop101" / "mito"), mode="r+")
+    values = array[...]
+    z, y, x = np.nonzero(np.ones((24, 24, 24), bool))
+    free = [(2 * a, 2 * b, 2 * c) for a, b, c in zip(z, y, x) if not values[2 * a, 2 * b, 2 * c]][:400]
+    for k, (a, b, c) in enumerate(free):
+        values[a, b, c] = int(values.max()) + 1 + k
+    array[...] = values
+    return folder
+
+
+def _pathological_crop_is_named(metrics: dict) -> None:
+    assert metrics["census"]["units"] == {"skipped_too_many_instances": ["crop101/mito"]}
+
+
 KINDS = [
     # --- archives
     Kind(
@@ -1441,6 +1512,53 @@ KINDS = [
         lambda r: segmentation_instance_submission(r, (segmentation_instances() * np.uint32(1 << 30)).astype(np.uint32)),
         outcome=SCORED,
         check=_scores_like_native,
+    ),
+    # Round four: names a participant chooses, archives counted with their folders, a rule of
+    # the reference a participant can use, and memory the phase itself needs.
+    Kind(
+        "multiclass: a model folder named after a leaderboard column ('pooled')",
+        lambda r: multiclass_phase(r, "max_models: 3\n"),
+        lambda r: _models(r, "m1", "pooled"),
+        outcome=SCORED,
+        check=_ranked_model_keeps_its_columns,
+    ),
+    Kind(
+        "multiclass: a model folder name of 240 bytes",
+        lambda r: multiclass_phase(r, "max_models: 3\n"),
+        lambda r: _models(r, "m1", "m" * 240),
+        ("model folder", "240 bytes long"),
+    ),
+    Kind(
+        "annotators: a model id of 243 bytes",
+        annotators_phase,
+        _annotators_long_model,
+        ("model folder", "bytes long"),
+    ),
+    Kind(
+        "zip of 30 000 empty files in 300 folders, 30 000 entries allowed",
+        lambda r: cellmap_phase(r, "archive: {max_entries: 30000}\n"),
+        lambda r: raw_zip(r, [(f"d{i // 100}/f{i}", b"") for i in range(30_000)], zipfile.ZIP_STORED),
+        ("30000 files in 300 folders",),
+    ),
+    Kind(
+        "tar.gz of 30 000 empty files in 300 folders, 30 000 entries allowed",
+        lambda r: cellmap_phase(r, "archive: {max_entries: 30000}\n"),
+        _many_tar_entries,
+        ("more than 30000 files and folders",),
+    ),
+    Kind(
+        "segmentation: exactly the truth's shape and smallest type, the phase's case over its memory",
+        _large_segmentation_phase,
+        _large_segmentation_submission,
+        ("Case case_1 failed", "the phase's case needs", "smallest prediction"),
+        PHASE_FAULT,
+    ),
+    Kind(
+        "CellMap head: salt noise makes the badly predicted crop pathological",
+        lambda r: cellmap_phase(r, "version: head\n"),
+        _salted_cellmap,
+        outcome=SCORED,
+        check=_pathological_crop_is_named,
     ),
 ]
 

@@ -17,7 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "docs" / "participants.md"
 START, END = "<!-- rejection-catalogue:start -->", "<!-- rejection-catalogue:end -->"
-OUTCOMES = {"rejected": "submission rejected", "case failure": "this case fails, the rest is scored", "scored": "scored (exit 0)"}
+OUTCOMES = {
+    "rejected": "submission rejected",
+    "case failure": "this case fails, the rest is scored",
+    "scored": "scored (exit 0)",
+    "the phase's fault": "the phase's fault (exit 1; the line is the organizer's local run's)",
+}
 
 
 def table(entries: list[dict]) -> str:

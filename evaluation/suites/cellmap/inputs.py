@@ -283,14 +283,26 @@ def _task(
             display,
             version.INFER_SCALE_FROM_SHAPE,
         )
-        estimate, refusal = memory_estimate(grid, source, pair.instance, scale, *_truth_arrays(pair)), None
+        truth_arrays = _truth_arrays(pair)
+        estimate, refusal = memory_estimate(grid, source, pair.instance, scale, *truth_arrays), None
+        floor = memory_estimate(grid, _SmallestPrediction(grid.shape), pair.instance, None, *truth_arrays)
         if scale is not None and not pair.instance:
             interpolated.add(np.dtype(source.dtype).newbyteorder("="))
             if (np.asarray(scale) < 1).any():  # the anti-aliasing filter's output is interpolated
                 interpolated.add(np.dtype(np.float32 if source.dtype == bool else np.float64))
     except (Unusable, SubmissionError) as exc:  # the prediction's metadata: the participant's to fix
-        estimate, refusal = 0, str(exc)
-    return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal)
+        estimate, refusal, floor = 0, str(exc), 0
+    return Task(key=f"{crop}/{label}", payload=pair, memory_bytes=estimate, refusal=refusal, phase_memory_bytes=floor)
+
+
+@dataclass(frozen=True)
+class _SmallestPrediction:
+    """What ``memory_estimate`` reads of a prediction, for the smallest one a pair accepts: on
+    the crop's grid (not resampled), one byte per voxel, in one-voxel chunks."""
+
+    shape: tuple[int, ...]
+    dtype = np.dtype(np.uint8)
+    chunks = (1, 1, 1)
 
 
 def _truth_arrays(pair: Pair):
