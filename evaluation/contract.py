@@ -170,7 +170,10 @@ def verdict(tasks: list[Task], outcomes: dict[str, "Outcome"], organizer: bool =
         return EXIT_OK, None
     ours = [f for f in failures if f.kind != "submission"]
     if ours:
-        return EXIT_INTERNAL, f"Case {ours[0].key} failed ({ours[0].kind}): {ours[0].message}" if organizer else INTERNAL_ERROR_LINE
+        return (
+            EXIT_INTERNAL,
+            f"Case {ours[0].key} failed ({ours[0].kind}): {ours[0].message}" if organizer else INTERNAL_ERROR_LINE,
+        )
     more = f" (and {len(failures) - 1} more problem(s); every case is listed in metrics.json)" if len(failures) > 1 else ""
     return EXIT_SUBMISSION, f"Submission rejected: {failures[0].message}{more}"
 

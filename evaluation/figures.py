@@ -7,13 +7,17 @@ import html
 import io
 import math
 
+from evaluation import machine
+
 
 def pyplot():
     """matplotlib's pyplot on the Agg backend (no display in a container); imported on first
-    use, so a run that writes no plot never pays for matplotlib."""
+    use, so a run that writes no plot never pays for matplotlib. Every text is plain: names a
+    participant chose (``$\\frac{1}{$``) are never parsed as mathtext markup."""
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -29,6 +33,26 @@ def png(figure, dpi: int | None = None) -> bytes:
     figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight", metadata={"Software": None})
     pyplot().close(figure)
     return buffer.getvalue()
+
+
+PARALLEL_FROM = 8  # figures: fewer are drawn in this process (a fork costs more than a few figures)
+
+
+def render(jobs: dict[str, tuple]) -> dict[str, bytes]:
+    """``{key: draw(*args)}`` for ``jobs = {key: (draw, *args)}``, PNG-drawing functions of
+    module level: in forked processes, one per CPU, when there are many (matplotlib draws a
+    figure in 40 to 70 ms, whatever its size: sixteen models' 480 plots took 38 s in one)."""
+    if len(jobs) < PARALLEL_FROM or machine.cpu_count() < 2:
+        return {key: job[0](*job[1:]) for key, job in jobs.items()}
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(min(machine.cpu_count(), len(jobs))) as pool:
+        drawn = pool.starmap(_draw, jobs.values(), chunksize=max(1, len(jobs) // (4 * machine.cpu_count())))
+    return dict(zip(jobs, drawn))
+
+
+def _draw(draw, *args) -> bytes:
+    return draw(*args)
 
 
 def img(png_bytes: bytes, alt: str) -> str:

@@ -1,5 +1,6 @@
 """Ranking uncertainty (bootstrap over cases) on inputs whose answers are known by hand."""
 
+import html
 import json
 import subprocess
 import sys
@@ -162,3 +163,13 @@ def test_inconsistent_or_null_case_scores_are_refused(tmp_path):
     # The final ranking takes the missing cases as NA, which its default method refuses, as challengeR does
     done = run_rank(tmp_path / "a" / "y", tmp_path / "b" / "one" / "z", "--output", tmp_path / "out")
     assert done.returncode == 1 and "needs na_treat" in done.stderr.splitlines()[-1]
+
+
+def test_submission_names_are_plain_text_on_every_figure(tmp_path):
+    """A participant's name that is mathtext markup ('$\\frac{1}{$', '^_') is drawn as written:
+    no parse error, no markup."""
+    names = ["$\\frac{1}{$", "a^b_c", "plain"]
+    write_rescore_output(tmp_path / "scored", [[0.9, 0.8, 0.7], [0.5, 0.6, 0.4], [0.1, 0.2, 0.3]], names)
+    done = run_rank(tmp_path / "scored", "--output", tmp_path / "ranking", "--resamples", "50")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert html.escape("$\\frac{1}{$") in (tmp_path / "ranking" / "final_ranking.html").read_text()

@@ -73,7 +73,7 @@ class InvokeServer:
             except _Refused as refused:
                 status, body = refused.status, {"error": str(refused)}
             await asyncio.wait_for(_respond(writer, status, body), WRITE_SECONDS)
-        except (OSError, EOFError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+        except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             _log.debug("connection_dropped", reason=type(exc).__name__)  # the caller went away or stalled
         finally:
             self.open -= 1
@@ -133,9 +133,7 @@ def _log_loop_error(loop: asyncio.AbstractEventLoop, context: dict) -> None:
 
 async def _serve(port: int, grading_arguments: list[str]) -> None:
     asyncio.get_running_loop().set_exception_handler(_log_loop_error)
-    server = await asyncio.start_server(
-        InvokeServer(grading_arguments).connection, HOST, port, limit=MAX_HEAD_BYTES, backlog=128
-    )
+    server = await asyncio.start_server(InvokeServer(grading_arguments).connection, HOST, port, limit=MAX_HEAD_BYTES, backlog=128)
     _log.info("serving", host=HOST, port=port, api="invoke", max_connections=MAX_CONNECTIONS)
     async with server:
         await server.serve_forever()

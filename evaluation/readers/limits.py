@@ -12,7 +12,7 @@ A label volume of the challenges is at most a few GB; chunks, strips and pages a
 
 # --- every upload
 MAX_DEPTH = 64  # folder levels below the submission's root
-MAX_ENTRIES = 1_000_000  # files and folders in one submission folder (unpacked by the platform; an archive we unpack: its own phase limit)
+MAX_ENTRIES = 1_000_000  # files and folders in one upload folder (an archive we unpack: its phase's own limit)
 MAX_NAME_BYTES = 255  # one file or folder name (the Linux limit)
 
 # --- archives (their total size, entries and ratio are phase options: `archive` in phase.yaml)

@@ -1004,6 +1004,15 @@ def _annotators_long_model(root: Path) -> Path:
     return folder
 
 
+def _sixteen_annotator_models(root: Path) -> Path:
+    folder = root / "input"
+    (root / "one").mkdir()
+    one = annotators_submission(root / "one")
+    for k in range(16):
+        shutil.copytree(one, folder / f"predictions_m{k:02d}")
+    return folder
+
+
 def _many_tar_entries(root: Path) -> Path:
     folder = root / "input"
     folder.mkdir()
@@ -1533,6 +1542,12 @@ KINDS = [
         annotators_phase,
         _annotators_long_model,
         ("model folder", "bytes long"),
+    ),
+    Kind(
+        "annotators: 16 model folders (the most a phase takes by default), reports on",
+        annotators_phase,
+        _sixteen_annotator_models,
+        outcome=SCORED,
     ),
     Kind(
         "zip of 30 000 empty files in 300 folders, 30 000 entries allowed",

@@ -272,14 +272,14 @@ def model_comparison(summaries: dict[str, dict], names: list[str], metric: str) 
 
 def plots(rows: dict[str, dict], summaries: dict[str, dict], names: list[str]) -> dict[str, bytes]:
     """Every PNG, keyed by its path in the output folder."""
-    files = {}
+    jobs = {}
     for model, images in rows.items():
         if not images:
             continue
         for family in families(names):
             for kind, draw in (("line", line_plot), ("box", box_plot), ("violin", violin_plot)):
-                files[f"plots/{model}/{family['key']}_{kind}.png"] = draw(images, family, model)
+                jobs[f"plots/{model}/{family['key']}_{kind}.png"] = (draw, images, family, model)
     if len(summaries) > 1:
         for metric in METRICS:
-            files[f"plots/models_{metric}.png"] = model_comparison(summaries, names, metric)
-    return files
+            jobs[f"plots/models_{metric}.png"] = (model_comparison, summaries, names, metric)
+    return figures.render(jobs)
