@@ -87,3 +87,23 @@ def test_cases_can_be_withheld(cellmap_phase, tmp_path):
     validate_metrics(metrics)
     assert "case" not in metrics and metrics["cases_withheld"] is True and metrics["aggregates"]["overall_score"] is not None
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.json"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_svg_box_plots_draw_matplotlibs_box_statistics(seed):
+    """The quartiles, whiskers and fliers of the SVG box plots are matplotlib's own
+    (``cbook.boxplot_stats``, whis=1.5), on samples with outliers and ties."""
+    from matplotlib import cbook
+
+    from evaluation import figures
+
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([rng.normal(size=int(rng.integers(1, 40))), rng.choice([0.0, 1.0, 25.0], size=int(rng.integers(0, 4)))])
+    ours = figures.box_statistics(values.tolist())
+    (theirs,) = cbook.boxplot_stats(values, whis=1.5)
+    assert ours["median"] == pytest.approx(theirs["med"]) and ours["q1"] == pytest.approx(theirs["q1"])
+    assert ours["q3"] == pytest.approx(theirs["q3"])
+    assert (ours["low"], ours["high"]) == pytest.approx((theirs["whislo"], theirs["whishi"]))
+    assert sorted(ours["fliers"]) == pytest.approx(sorted(theirs["fliers"].tolist()))
+    svg = figures.svg_box_plots([("dice <1>", ["a&b", "c"], [values.tolist(), []])], "boxes")
+    assert svg.count("<rect") == 1 and "a&amp;b" in svg and "dice &lt;1&gt;" in svg

@@ -29,26 +29,17 @@ def _number(value) -> str:
 
 
 def _plots(options: Options, scored: dict[str, dict], keys: list[str]) -> str:
-    """One figure, a box plot per key (one box per class), so a report costs one render."""
-    plt = figures.pyplot()
+    """A box plot per key, one box per class (inline SVG: the report costs no figure render)."""
     names = [c.name for c in options.classes]
-    columns = min(3, len(keys))
-    rows = -(-len(keys) // columns)
-    width = max(4.0, 0.5 * len(names) + 2)
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, 3.0 * rows), squeeze=False)
-    for axis, key in zip(axes.ravel(), keys):
-        series = [
-            [float(v) for v in (flat(value["classes"][n]).get(key) for value in scored.values()) if defined(v)] for n in names
-        ]
-        positions = [i + 1 for i, s in enumerate(series) if s]
-        if positions:
-            axis.boxplot([s for s in series if s], positions=positions, widths=0.6)
-        axis.set_xticks(range(1, len(names) + 1), names, rotation=45 if len(names) > 6 else 0)
-        axis.set_title(key)
-    for axis in axes.ravel()[len(keys) :]:
-        axis.set_visible(False)
-    figure.tight_layout()
-    return figures.img(figures.png(figure), "box plots of the metrics per class")
+    panels = [
+        (
+            key,
+            names,
+            [[float(v) for v in (flat(value["classes"][n]).get(key) for value in scored.values()) if defined(v)] for n in names],
+        )
+        for key in keys
+    ]
+    return figures.svg_box_plots(panels, "box plots of the metrics per class")
 
 
 def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str], summary: dict, keys: list[str], score) -> str:
