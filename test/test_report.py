@@ -98,7 +98,9 @@ def test_svg_box_plots_draw_matplotlibs_box_statistics(seed):
     from evaluation import figures
 
     rng = np.random.default_rng(seed)
-    values = np.concatenate([rng.normal(size=int(rng.integers(1, 40))), rng.choice([0.0, 1.0, 25.0], size=int(rng.integers(0, 4)))])
+    values = np.concatenate(
+        [rng.normal(size=int(rng.integers(1, 40))), rng.choice([0.0, 1.0, 25.0], size=int(rng.integers(0, 4)))]
+    )
     ours = figures.box_statistics(values.tolist())
     (theirs,) = cbook.boxplot_stats(values, whis=1.5)
     assert ours["median"] == pytest.approx(theirs["med"]) and ours["q1"] == pytest.approx(theirs["q1"])
