@@ -113,7 +113,10 @@ def _svg_panel(title: str, names: list[str], series: list[list[float]]) -> str:
         )
         if box:
             parts.append(_svg_box(box_statistics(box), centre, min(step * 0.6, 40), y))
-    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{_PANEL_HEIGHT}">{"".join(parts)}</svg>'
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{_PANEL_HEIGHT}" font-family="sans-serif">'
+        f"{''.join(parts)}</svg>"
+    )
 
 
 def _svg_box(stats: dict, centre: float, width: float, y) -> str:
