@@ -8,11 +8,11 @@ error (the organizer's phase or the grader itself; details in the log above it).
 import argparse
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import (
     __version__,
+    grading,
     log,
     machine,
     numba_cache,
@@ -22,13 +22,11 @@ from evaluation import (
     provenance,
     public,
     report,
-    runner,
     sealed,
     suites,
 )
 from evaluation import phase as phases
-from evaluation import progress as progresses
-from evaluation.contract import Plan, Resources, verdict
+from evaluation.contract import Resources, verdict
 from evaluation.errors import EXIT_INTERNAL, EXIT_SUBMISSION, INTERNAL_ERROR_LINE, GraderError, SubmissionError, last_line
 from evaluation.platforms import additional, invoke
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
@@ -92,18 +90,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@dataclass(frozen=True)
-class _Graded:
-    """What scoring a submission gave: the plan, each task's outcome, the public (and sealed)
-    summaries, the resources it had and the additional inputs the participant gave."""
-
-    plan: Plan
-    outcomes: dict
-    summaries: sealed.Summaries
-    resources: Resources
-    given_inputs: dict | None
-
-
 def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     """Score the platform's submission against its phase and write every output; the exit
     status, and the participant's last line, follow from the cases' outcomes."""
@@ -112,17 +98,18 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     suite = suites.get(phase.suite)
     declared_outputs = additional.outputs(phase)  # checked before anything is scored
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
-    graded = _score(platform, phase, suite, workers)
+    graded = grading.grade(platform, phase, suite, workers)
+    _log.info("resources", **_resources(graded.resources))
     _write(platform, phase, suite, graded, declared_outputs)
-    tasks, outcomes, summaries = graded.plan.tasks, graded.outcomes, graded.summaries
-    failures = [outcomes[t.key] for t in tasks if not outcomes[t.key].ok]
+    tasks, outcomes = graded.plan.tasks, graded.outcomes
+    failures = [outcome for outcome in outcomes.values() if not outcome.ok]
     for failure in failures:
         _log.error("case_failed", case=failure.key, kind=failure.kind, message=failure.message)
     worker_peaks = [o.peak_rss_mb for o in outcomes.values() if o.peak_rss_mb is not None]
     _log.info(  # the last line repeats the first ones: a platform may keep only the end of a long log
         "written",
         output=str(platform.output / report.METRICS_FILE),
-        leaderboard={suite.ranking: summaries.public.leaderboard.get(suite.ranking)},
+        leaderboard={suite.ranking: graded.summaries.public.leaderboard.get(suite.ranking)},
         cases=len(outcomes),
         failed=len(failures),
         peak_rss_mb=machine.peak_rss_mb(),
@@ -138,48 +125,26 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     return code
 
 
-def _score(platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, workers: int | None) -> _Graded:
-    """The submission taken in, planned and scored within the machine's resources; the scratch
-    space it was unpacked into is gone when this returns."""
-    with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
-        resources = Resources.detect(
-            workers or phase.option("workers"),
-            (phase.option("memory_limit_mb") or 0) * 1024**2,
-            phase.option("case_time_limit_s"),
-        )
-        submission, given_inputs = platform.intake(phase, Path(scratch), resources)
-        _log.info("resources", **_resources(resources))
-        plan = suite.plan(submission, phase, resources)
-        outcomes = runner.run(plan.tasks, suite.score, resources, progress=progresses.at_terminal("scoring"))
-        summaries = sealed.summarize(suite, phase, plan, outcomes)
-    return _Graded(plan, outcomes, summaries, resources, given_inputs)
-
-
 def _write(
-    platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, graded: _Graded, declared_outputs: dict
+    platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, graded: grading.Graded, declared_outputs: dict
 ) -> None:
     """metrics.json with its provenance, the suite's files (when cases are published), the
-    phase's additional outputs, the sealed cases' document where the platform keeps one, and
+    phase's additional outputs, the private cases' document where the platform keeps one, and
     whatever the platform itself needs."""
     summaries = graded.summaries
     result = summaries.public
     publish_cases = phase.option("publish_cases")
-    fingerprint = provenance.phase_fingerprint(phase.root)
-    made_by = lambda hidden: provenance.document(  # noqa: E731
-        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
-    )
-    in_plan_order = {task.key: graded.outcomes[task.key] for task in graded.plan.tasks}
-    document = report.metrics_document(suite.name, result, in_plan_order, publish_cases, made_by(True))
-    if graded.given_inputs is not None:
-        document["additional_inputs"] = graded.given_inputs
+    made_by = grading.provenance_of(phase, suite, summaries, provenance.phase_fingerprint(phase.root))
+    document = grading.metrics_document(suite, graded.outcomes, summaries, made_by, publish_cases, graded.given_inputs)
     files = {
         **(result.files if publish_cases else {}),
         **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},
     }
     written = report.write(platform.output, document, files)
-    if summaries.private is not None:
-        private = sealed.write_private(platform.private_output(), sealed.private_document(suite, summaries, made_by(False)))
-        _log.info("private_results", written=str(private) if private else None, cases=len(summaries.private_cases))
+    private = grading.private_document(suite, summaries, made_by)
+    if private is not None:
+        where = sealed.write_private(platform.private_output(), private)
+        _log.info("private_results", written=str(where) if where else None, cases=len(summaries.private_cases))
     platform.publish(result, written)
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from evaluation import machine
 from evaluation.errors import (
@@ -106,14 +106,18 @@ class Task:
     phase_memory_bytes: int | None = None
 
 
+Context = TypeVar("Context")
+
+
 @dataclass
-class Plan:
-    """The tasks, what ``summarize`` needs besides their outcomes (``context``, typed by the
-    suite), and the cases the submission holds no prediction for (``missing``: scored as the
-    phase's policy says, empty or left out; the preflight lists them)."""
+class Plan(Generic[Context]):
+    """The tasks, what ``summarize`` needs besides their outcomes (``context``: each suite's
+    own frozen dataclass, or None when it needs nothing), and the cases the submission holds no
+    prediction for (``missing``: scored as the phase's policy says, empty or left out; the
+    preflight lists them)."""
 
     tasks: list[Task]
-    context: Any = None
+    context: Context = None  # type: ignore[assignment]  # a suite without context leaves it None
     missing: list[str] = field(default_factory=list)
 
 

@@ -21,9 +21,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from evaluation import __version__, errors, log, machine, public, runner, suites
+from evaluation import __version__, errors, grading, log, machine, public, runner, suites
 from evaluation import phase as phases
-from evaluation import progress as progresses
 from evaluation.contract import MEMORY_HEADROOM, Outcome, Plan, Resources, verdict
 from evaluation.errors import EXIT_INTERNAL, EXIT_OK, GraderError, PhaseError
 from evaluation.phase import Phase
@@ -180,9 +179,9 @@ def _check(platform: Platform, phase: Phase, workers: int | None, memory_mb: int
     _log.info("checking", suite=suite.name, platform=platform.name, version=__version__)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         resources = platform_resources(phase, workers, memory_mb)
-        submission, _ = platform.intake(phase, Path(scratch), resources)
-        plan = suite.plan(submission, phase, resources)
-        outcomes = runner.run(plan.tasks, suite.check, resources, progress=progresses.at_terminal("checking"))
+        submission, _ = grading.take_in(platform, phase, Path(scratch), resources)
+        plan = grading.plan(suite, submission, phase, resources)
+        outcomes = grading.execute(plan, grading.checking(suite), resources, "checking")
     code, line = verdict(plan.tasks, outcomes, organizer=platform.name == "local")
     summary = summarize(plan, outcomes, platform_resources(phase, workers, memory_mb, local=False))
     _log.info("check_summary", **summary)

@@ -32,6 +32,7 @@ LAYERS = [
     ("evaluation.submission", "evaluation.report", "evaluation.figures", "evaluation.public", "evaluation.sealed"),
     ("evaluation.runner", "evaluation.platforms"),
     ("evaluation.suites",),
+    ("evaluation.grading",),
     ("evaluation.organizer", "evaluation.preflight", "evaluation.cli", "evaluation.__main__"),
 ]
 

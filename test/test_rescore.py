@@ -265,3 +265,28 @@ def test_outcome_round_trip():
     record = {"key": "k", "value": {"x": float("nan")}, "seconds": 1.5}
     outcome = rescore.to_outcome(json.loads(json.dumps(record, allow_nan=True)))
     assert isinstance(outcome, Outcome) and outcome.ok and np.isnan(outcome.value["x"])
+
+
+def test_cli_and_rescore_grade_through_one_pipeline(tmp_path):
+    """The same uploads, valid and broken, with the phase's additional inputs, graded by the
+    command line and by rescore: the same metrics.json (additional inputs set aside and
+    recorded, a failed case listed alike) and the same refusal for an unusable upload."""
+    from helpers.hostile import multiclass_phase, multiclass_submission
+
+    phase = multiclass_phase(tmp_path / "phase", "grand_challenge:\n  additional_inputs: [notes.json]\n")
+    subs = tmp_path / "subs"
+    for name in ("valid", "broken", "unusable"):
+        shutil.copytree(multiclass_submission(tmp_path / name), subs / name)
+        (subs / name / "notes.json").write_text('{"model": "' + name + '"}')
+    (subs / "broken" / "case_1.nii.gz").write_bytes(b"not an image")
+    for case in (subs / "unusable").glob("case_*"):
+        case.unlink()
+    single = {name: run_cli(subs / name, phase, tmp_path / "cli" / name) for name in ("valid", "broken", "unusable")}
+    assert [single[n].code for n in ("valid", "broken", "unusable")] == [0, 2, 2]
+    run_rescore(phase, subs, tmp_path / "out")
+    for name in ("valid", "broken"):
+        graded = json.loads((tmp_path / "out" / name / "metrics.json").read_text())
+        assert graded == single[name].metrics, name
+        assert graded["additional_inputs"] == {"notes.json": {"value": {"model": name}}}
+    rejected = json.loads((tmp_path / "out" / "unusable" / rescore.REJECTED_FILE).read_text())
+    assert f"Submission rejected: {rejected['message']}" == single["unusable"].last_line

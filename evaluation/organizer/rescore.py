@@ -37,14 +37,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, log, machine, numba_cache, provenance, public, report, sealed, suites
+from evaluation import __version__, grading, log, machine, numba_cache, provenance, public, report, sealed, suites
 from evaluation import phase as phases
-from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, Limits, extract, is_archive
+from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 from evaluation.errors import PhaseError, SubmissionError, participant_file
 from evaluation.organizer import leaderboard
 from evaluation.organizer.leaderboard import LEADERBOARD, ranked  # noqa: F401 - the leaderboard's names, as before
-from evaluation.submission import Submission, unpack
+from evaluation.platforms.base import Platform, archive_limits
+from evaluation.submission import Submission
 
 _log = log.get(__name__)
 
@@ -106,7 +107,7 @@ def score_unit(suite_name: str, key: str, payload: dict, record_path: str) -> di
     started = time.monotonic()
     numba_cache.use_install_cache(numba_cache.compiled_folders())  # a Dask worker never ran ``cli.main``
     try:
-        record = {"value": json.loads(json.dumps(suites.get(suite_name).score(payload), allow_nan=True))}
+        record = {"value": json.loads(json.dumps(grading.scoring(suites.get(suite_name))(payload), allow_nan=True))}
     except MemoryError:  # depends on the Dask worker's size, not only on the submission: retried next run
         record = {"kind": "crashed", "message": f"the worker scoring {key} ran out of memory"}
     except Exception as exc:
@@ -153,6 +154,7 @@ class Entry:
     private_leaderboard: dict = field(default_factory=dict)  # with the phase's private_cases
     complete: bool = False  # nothing left that a later run would try again
     reused: int = 0
+    given_inputs: dict | None = None  # the phase's additional inputs, as the upload gave them
 
     @property
     def done(self) -> bool:
@@ -185,22 +187,32 @@ def discover(folder: Path, output: Path) -> list[Entry]:
     return [Entry(name, path, _digest(listing(path)), output / name) for name, path in found.items()]
 
 
-def open_submission(entry: Entry, state: Path, limits: Limits) -> Submission:
-    """The submission as the suite reads it. Archives are unpacked once into the state folder
-    (keyed by the submission's fingerprint) and reused by later runs."""
-    target = state / "unpacked" / entry.name / entry.fingerprint[:16]
-    marker = target / ".root"
-    if marker.is_file():
-        return Submission(Path(marker.read_text()))
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    if entry.source.is_dir():
-        submission = unpack(entry.source, target, limits)
-    else:
-        with participant_file():
-            submission = Submission(extract(entry.source, target / "submission", limits))
-    report.write_atomic(marker, str(submission.root).encode())
-    return submission
+class Upload(Platform):
+    """One downloaded upload, taken in as the command line takes in its ``--input``
+    (``Platform.intake``: platform files and additional inputs set aside, archives unpacked,
+    running out of memory refused), or a single archive file. What is unpacked goes into the
+    state folder, keyed by the upload's fingerprint, and is reused by later runs."""
+
+    def __init__(self, entry: Entry, phase_folder: Path, state: Path):
+        super().__init__(entry.source, phase_folder, entry.output)
+        self.entry = entry
+        self.unpacked = state / "unpacked" / entry.name / entry.fingerprint[:16]
+
+    def submission(self, phase, scratch: Path) -> Submission:
+        marker = self.unpacked / ".root"
+        if marker.is_file():
+            kept = json.loads(marker.read_text())
+            return Submission(Path(kept["root"]), set_aside=frozenset(kept["set_aside"]))
+        shutil.rmtree(self.unpacked, ignore_errors=True)
+        self.unpacked.mkdir(parents=True)
+        if self.entry.source.is_dir():
+            submission = super().submission(phase, self.unpacked)
+        else:
+            with participant_file():
+                submission = Submission(extract(self.entry.source, self.unpacked / "submission", archive_limits(phase)))
+        kept = {"root": str(submission.root), "set_aside": sorted(submission.set_aside)}
+        report.write_atomic(marker, json.dumps(kept).encode())
+        return submission
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +223,8 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
     """Summarize a submission whose units are all in, and write its files: metrics.json as
     the command line writes it, the private result beside it (``sealed``), and
     case_scores.json with both leaderboards and the full provenance (organizer's files)."""
-    summaries = sealed.summarize(suite, phase, entry.plan, entry.outcomes)
+    in_plan_order = {task.key: entry.outcomes[task.key] for task in entry.plan.tasks}
+    summaries = sealed.summarize(suite, phase, entry.plan, in_plan_order)
     result = summaries.public
     failures = [o for o in entry.outcomes.values() if not o.ok]
     entry.status = FAILED if failures else SCORED
@@ -220,9 +233,7 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
     entry.private_leaderboard = dict(summaries.private.leaderboard) if summaries.private else {}
     entry.complete = all(o.kind in DETERMINISTIC_KINDS for o in failures)
     (entry.output / REJECTED_FILE).unlink(missing_ok=True)
-    made_by = lambda hidden: provenance.document(  # noqa: E731
-        phase, suite, suite.definitions(phase), result.metrics.get("reference"), fingerprint, hidden
-    )
+    made_by = grading.provenance_of(phase, suite, summaries, fingerprint)
     scores = {
         "suite": suite.name,
         "ranking": suite.ranking,
@@ -235,13 +246,13 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
         "case_scores": result.case_scores,
         "provenance": made_by(False),
     }
-    if summaries.private is not None:
+    private = grading.private_document(suite, summaries, made_by)
+    if private is not None:
         scores["private"] = {"leaderboard": entry.private_leaderboard, "case_scores": summaries.private.case_scores}
-        sealed.write_private(entry.output, sealed.private_document(suite, summaries, made_by(False)))
+        sealed.write_private(entry.output, private)
     else:
         (entry.output / sealed.PRIVATE_RESULTS_FILE).unlink(missing_ok=True)
-    in_plan_order = {task.key: entry.outcomes[task.key] for task in entry.plan.tasks}
-    document = report.metrics_document(suite.name, result, in_plan_order, True, made_by(True))
+    document = grading.metrics_document(suite, in_plan_order, summaries, made_by, True, entry.given_inputs)
     report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: scores})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
@@ -307,8 +318,8 @@ def connect(scheduler: str | None, workers: int | None):
 
 def _plan(entry: Entry, suite: Suite, phase, resources: Resources, state: Path, phase_fp: str) -> None:
     try:
-        submission = open_submission(entry, state, Limits.from_options(phase.option("archive")))
-        entry.plan = suite.plan(submission, phase, resources)
+        submission, entry.given_inputs = grading.take_in(Upload(entry, phase.root, state), phase, state, resources)
+        entry.plan = grading.plan(suite, submission, phase, resources)
     except SubmissionError as exc:
         reject(entry, REJECTED, str(exc), phase_fp)
     except PhaseError:

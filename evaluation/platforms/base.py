@@ -40,6 +40,11 @@ def default_ground_truth() -> Path:
     return phase_folder(PLATFORM_GROUND_TRUTH, "the ground-truth tarball of this phase") or BAKED_GROUND_TRUTH
 
 
+def archive_limits(phase: phases.Phase) -> Limits:
+    """The phase's caps for unpacking an uploaded archive."""
+    return Limits.from_options(phase.option("archive"))
+
+
 class Platform:
     """Local runs: the submission folder, phase folder and output folder as given."""
 
@@ -75,8 +80,7 @@ class Platform:
         return submission, given
 
     def submission(self, phase: phases.Phase, scratch: Path) -> Submission:
-        limits = Limits.from_options(phase.option("archive"))
-        return unpack(self.submission_folder(), scratch, limits, additional.input_paths(phase))
+        return unpack(self.submission_folder(), scratch, archive_limits(phase), additional.input_paths(phase))
 
     def publish(self, report: Result, metrics: dict) -> None:
         """Write what the platform needs beyond metrics.json (nothing, locally)."""

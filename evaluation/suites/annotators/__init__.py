@@ -27,7 +27,6 @@ import dataclasses
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -45,22 +44,19 @@ class Annotators(Suite):
     ranking = RANKING
     higher_is_better = True
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, resources)
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[inputs.Context]:
+        return inputs.plan(submission, phase, resources)
 
     def score(self, payload: ImageTask) -> dict:
-        with participant_file():
-            return scoring.score_task(payload)
+        return scoring.score_task(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: ImageTask) -> dict:
-        with participant_file():
-            return scoring.check_task(payload)
+        return scoring.check_task(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)
         result = aggregate.result(plan.context, scored, case)
         result.files = report.outputs(plan.context, scored)
@@ -69,10 +65,10 @@ class Annotators(Suite):
     def case_of(self, task: Task) -> str:
         return task.payload.image
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[inputs.Context]) -> list[str]:
         return list(plan.context.images)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[inputs.Context], cases: set[str]) -> Plan[inputs.Context]:
         context = plan.context
         skipped = {model: [i for i in images if i in cases] for model, images in context.skipped.items()}
         images = [image for image in context.images if image in cases]

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from evaluation import log
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task, census
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -46,21 +45,19 @@ class CellMap(Suite):
     name = "cellmap"
     ranking = "overall_score"
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[inputs.Context]:
+        return inputs.plan(submission, phase, options := Options.from_phase(phase), VERSIONS[options.version])
 
     def score(self, payload: Pair) -> dict:
-        with participant_file():
-            return scoring.score(payload, VERSIONS[payload.version])
+        return scoring.score(payload, VERSIONS[payload.version])
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes, VERSIONS[plan.context.options.version])
 
     def case_of(self, task: Task) -> str:
         return task.payload.crop
 
-    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+    def census(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome], result: Result) -> dict:
         """(crop, label) pairs by the rule that gave their entry other than scoring it: not
         submitted (``missing``: zero scores, the capped distance), failed, or a pathological
         status (too many instances, matching given up: the reference's own scores). The
@@ -86,11 +83,11 @@ class CellMap(Suite):
             )
         return census("(crop, label) pairs", statuses, self.ranking, units=pathological)
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[inputs.Context]) -> list[str]:
         """Every truth crop: submitted labels are tasks, the others fixed entries."""
         return sorted({*plan.context.fixed, *(task.payload.crop for task in plan.tasks)}, key=inputs.crop_order)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[inputs.Context], cases: set[str]) -> Plan[inputs.Context]:
         context = plan.context
         fixed = {crop: labels for crop, labels in context.fixed.items() if crop in cases}
         return Plan([t for t in plan.tasks if t.payload.crop in cases], dataclasses.replace(context, fixed=fixed))
@@ -102,5 +99,4 @@ class CellMap(Suite):
         inputs.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: Pair) -> dict:
-        with participant_file():
-            return scoring.check(payload, VERSIONS[payload.version])
+        return scoring.check(payload, VERSIONS[payload.version])

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from evaluation import public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
-from evaluation.errors import participant_file
 from evaluation.metrics import lee_thinning
 from evaluation.phase import Phase
 from evaluation.submission import Submission
@@ -34,24 +33,22 @@ class Fisbe(Suite):
     name = "fisbe"
     ranking = "S"
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[None]:
         tasks = inputs.tasks(submission, phase, Options.from_phase(phase))
         if not public.is_public(phase):  # once here rather than in every forked worker; a check runs no kernel
             lee_thinning.warm_up()
         return Plan(tasks=tasks, missing=[t.key for t in tasks if t.payload.prediction is None])
 
     def score(self, payload: Sample) -> dict:
-        with participant_file():
-            return scoring.score(payload)
+        return scoring.score(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: Sample) -> dict:
-        with participant_file():
-            return scoring.check(payload)
+        return scoring.check(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[None], outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan, outcomes)
 
     def definitions(self, phase: Phase) -> dict[str, dict]:

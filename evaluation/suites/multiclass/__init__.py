@@ -26,7 +26,6 @@ import math
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, census
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -42,22 +41,19 @@ class Multiclass(Suite):
     name = "multiclass"
     ranking = aggregate.HEADLINE
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, resources)
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[inputs.Context]:
+        return inputs.plan(submission, phase, resources)
 
     def score(self, payload: Batch) -> dict:
-        with participant_file():
-            return scoring.score_batch(payload)
+        return scoring.score_batch(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: Batch) -> dict:
-        with participant_file():
-            return scoring.check_batch(payload)
+        return scoring.check_batch(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context
         models = {model: aggregate.model_result(context.options, info, outcomes) for model, info in context.layout.items()}
         result = aggregate.result(context, models)
@@ -71,7 +67,7 @@ class Multiclass(Suite):
             result.files.update({"report.txt": text, "report.html": report.as_html(text)})
         return result
 
-    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+    def census(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome], result: Result) -> dict:
         """(case, class) pairs whose Dice is undefined (the class in neither mask: NaN, left
         out of nnU-Net's NaN-ignoring class means), and the cases scored without a prediction
         or skipped (``missing_cases``), for the ranked model."""
@@ -87,10 +83,10 @@ class Multiclass(Suite):
         }
         return census("(case, class) pairs; cases", rules, self.ranking)
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[inputs.Context]) -> list[str]:
         return sorted({case for info in plan.context.layout.values() for case in info.cases})
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[inputs.Context], cases: set[str]) -> Plan[inputs.Context]:
         """A batch scores several cases: each model's layout keeps the chosen ones, and the
         tasks that score any of them stay (their other cases are not read)."""
         layout = {

@@ -16,12 +16,11 @@ Modules: ``options`` (the phase options), ``truth`` (a phantom's ground truth), 
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
 from evaluation.suites.tomo_foam import aggregate, inputs, scoring, truth
-from evaluation.suites.tomo_foam.inputs import PhantomTask
+from evaluation.suites.tomo_foam.inputs import Phantoms, PhantomTask
 from evaluation.suites.tomo_foam.options import NAME, Options
 from evaluation.suites.tomo_foam.rasterize import rasterize_phase
 
@@ -34,24 +33,23 @@ class TomoFoam(Suite):
     ranking = "harm_mean"
 
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, resources)
+        return inputs.plan(submission, phase, resources)
 
     def score(self, payload: PhantomTask) -> dict:
-        with participant_file():
-            return scoring.score_phantom(payload)
+        return scoring.score_phantom(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
-        return aggregate.summarize(plan.context, outcomes)
+    def summarize(self, phase: Phase, plan: Plan[Phantoms], outcomes: dict[str, Outcome]) -> Result:
+        return aggregate.summarize(list(plan.context.names), outcomes)
 
-    def cases(self, plan: Plan) -> list[str]:
-        return list(plan.context)
+    def cases(self, plan: Plan[Phantoms]) -> list[str]:
+        return list(plan.context.names)
 
-    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
-        return aggregate.census(plan.context, outcomes, Options.from_phase(phase).harm_mean_of)
+    def census(self, phase: Phase, plan: Plan[Phantoms], outcomes: dict[str, Outcome], result: Result) -> dict:
+        return aggregate.census(list(plan.context.names), outcomes, Options.from_phase(phase).harm_mean_of)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
-        return Plan([t for t in plan.tasks if t.key in cases], [name for name in plan.context if name in cases])
+    def restrict(self, plan: Plan[Phantoms], cases: set[str]) -> Plan[Phantoms]:
+        kept = Phantoms(tuple(name for name in plan.context.names if name in cases))
+        return Plan([t for t in plan.tasks if t.key in cases], kept)
 
     def definitions(self, phase: Phase) -> dict[str, dict]:
         where = {"source": "reference", "repository": aggregate.REFERENCE["repository"], "commit": aggregate.REFERENCE["commit"]}
@@ -64,5 +62,4 @@ class TomoFoam(Suite):
         truth.publish(phase, Options.from_phase(phase), output)
 
     def check(self, payload: PhantomTask) -> dict:
-        with participant_file():
-            return scoring.check_phantom(payload)
+        return scoring.check_phantom(payload)

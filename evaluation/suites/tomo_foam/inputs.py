@@ -35,8 +35,15 @@ class PhantomTask(Payload):
     defined_only: bool  # harm_mean_of: defined
 
 
-def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
-    """One task per phantom; the plan's context is the phantoms' names in the phase's order."""
+@dataclass(frozen=True)
+class Phantoms:
+    """The plan's context: the phantoms' names, in the phase's order."""
+
+    names: tuple[str, ...]
+
+
+def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan[Phantoms]:
+    """One task per phantom."""
     options = Options.from_phase(phase)
     truths = phantom_truths(phase, options)
     files = match_files(submission.case_files(), [t.name for t in truths])
@@ -50,7 +57,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
         for truth in truths
     ]
     _log.info("tomo_foam_plan", phantoms=len(truths), threads=threads)
-    return Plan(tasks=tasks, context=[t.name for t in truths])
+    return Plan(tasks=tasks, context=Phantoms(tuple(t.name for t in truths)))
 
 
 def memory_bytes(grid: Grid, threads: int) -> int:

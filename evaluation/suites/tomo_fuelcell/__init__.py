@@ -15,7 +15,6 @@ import dataclasses
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -31,24 +30,22 @@ class TomoFuelCell(Suite):
     name = NAME
     ranking = "harm_mean"
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, resources)
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[inputs.Steps]:
+        return inputs.plan(submission, phase, resources)
 
     def score(self, payload: StepTask) -> dict:
-        with participant_file():
-            return scoring.score_step(payload)
+        return scoring.score_step(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[inputs.Steps], outcomes: dict[str, Outcome]) -> Result:
         return aggregate.summarize(plan.context, outcomes)
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[inputs.Steps]) -> list[str]:
         return list(plan.context.steps)
 
-    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
+    def census(self, phase: Phase, plan: Plan[inputs.Steps], outcomes: dict[str, Outcome], result: Result) -> dict:
         return aggregate.census(plan.context, outcomes, Options.from_phase(phase).empty_region)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[inputs.Steps], cases: set[str]) -> Plan[inputs.Steps]:
         steps = tuple(step for step in plan.context.steps if step in cases)
         return Plan([t for t in plan.tasks if t.key in cases], dataclasses.replace(plan.context, steps=steps))
 
@@ -60,5 +57,4 @@ class TomoFuelCell(Suite):
         inputs.publish(phase, output)
 
     def check(self, payload: StepTask) -> dict:
-        with participant_file():
-            return scoring.check_step(payload)
+        return scoring.check_step(payload)
