@@ -1,14 +1,16 @@
 """Segmentation-challenge grader: scores a submission against a phase's ground truth.
 
-The package is layered so that each step can be read on its own:
+The package is layered so that each step can be read on its own (docs/architecture.md):
 
-- ``platforms``: where the submission, the ground truth and the output folder are
-  (local command line, Grand-Challenge, CodaBench);
+- ``contract``: the types every layer speaks (Task, Plan, Outcome, Result, Suite);
 - ``archive`` and ``readers``: unpack uploads safely and load arrays with their geometry;
 - ``metrics``: pure functions on arrays (overlaps, matching, Hausdorff, VoI, ...);
-- ``suites``: one module per challenge, composing the primitives to reproduce one reference
+- ``runner``: scores a plan's tasks in isolated worker processes within the memory budget;
+- ``platforms``: where the submission, the ground truth and the output folder are
+  (local command line, Grand-Challenge, CodaBench);
+- ``suites``: one package per challenge, composing the primitives to reproduce one reference
   evaluator exactly, registered by name;
-- ``runner``: scores the cases of a suite in isolated worker processes;
+- ``grading``: the one pipeline every grading command goes through;
 - ``report``: sanitises, validates and atomically writes ``metrics.json``.
 """
 

@@ -5,11 +5,11 @@ truth's cases). Every case is scored once; the suite then summarises the public 
 (metrics.json, scores.json, the report files: everything a participant may see) and the
 private cases alone. The private result goes into one file, ``PRIVATE_RESULTS_FILE``, written
 by ``write_private`` into the folder the platform gives for it (``Platform.private_output``):
-the output folder locally and on Grand-Challenge (an evaluation output the organizer keeps
-non-public), nowhere on CodaBench, whose whole output folder a participant can download
-(compute_worker.py ``push_output`` zips it as the scoring result; the organizer re-scores the
-uploads with ``rescore`` for the final ranking). ``rescore`` and ``rank`` make the private
-leaderboard from these files.
+the output folder of a local run and of ``rescore``, nowhere on Grand-Challenge or CodaBench,
+which show every output to the participant (Grand-Challenge's ``evaluation_detail.html``;
+CodaBench's compute_worker.py ``push_output`` zips the output folder as the scoring result):
+there the organizer re-scores the uploads with ``rescore`` for the final ranking. ``rescore``
+and ``rank`` make the private leaderboard from these files.
 """
 
 import random

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from helpers import fisbe_dense
 from helpers import fisbe_synthetic as syn
+from helpers.whole_array import skeletonize_full
 from scipy import ndimage
 from skimage.morphology import skeletonize
 
 from evaluation.metrics import jit, lee_thinning
 from evaluation.metrics.centerline import cldice, greedy_match
-from evaluation.metrics.skeleton import skeleton_voxels, skeletonize_full
+from evaluation.metrics.skeleton import skeleton_voxels
 from evaluation.metrics.sparse_labels import SparseLabels
 from evaluation.readers.label_stacks import Channel, nonzero
 from evaluation.report import sanitize as to_json

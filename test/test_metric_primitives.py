@@ -5,11 +5,12 @@ import math
 import cc3d
 import numpy as np
 import pytest
+from helpers import whole_array
 from helpers.hausdorff_reference import capped_hausdorff_padded_roi
 
 from evaluation.metrics import binary
 from evaluation.metrics import hausdorff as hausdorff_module
-from evaluation.metrics.hausdorff import box_gap, identity, label_boxes
+from evaluation.metrics.hausdorff import box_gap, label_boxes
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
@@ -94,7 +95,7 @@ def test_pair_iou_is_float32():
 
 def capped_hausdorff(a, b, ids, voxel_size, cap):
     """The fast path on two label images (each id of ``b`` its own piece)."""
-    return hausdorff_module.capped_hausdorff(a, b, identity(b), ids, voxel_size, cap)
+    return whole_array.capped_hausdorff(a, b, whole_array.identity(b), ids, voxel_size, cap)
 
 
 def _points(shape, *coordinates, value=1):
@@ -159,7 +160,7 @@ def test_fast_hausdorff_equals_the_reference_algorithm(seed):
     # pieces assigned to random truth ids, several pieces per id (as after matching)
     pieces, n = cc3d.connected_components(b, return_N=True)
     piece_ids = np.concatenate([[0], rng.integers(1, 10, size=n)])
-    fast = hausdorff_module.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
+    fast = whole_array.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
     assert fast.tobytes() == capped_hausdorff_padded_roi(a, piece_ids[pieces], ids, vs, cap).tobytes()
 
 
@@ -254,6 +255,6 @@ def test_far_apart_pairs_take_the_point_path_with_identical_values(vs, search, m
     pieces, n = cc3d.connected_components(b, return_N=True)  # each id: a near and a distant piece
     piece_ids = np.zeros(n + 1, np.int64)
     piece_ids[pieces.ravel()] = b.ravel()
-    fast = hausdorff.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
+    fast = whole_array.capped_hausdorff(a, pieces, piece_ids, ids, vs, cap)
     assert fast.tobytes() == capped_hausdorff_padded_roi(a, b, ids, vs, cap).tobytes()
     assert len(calls) == 5

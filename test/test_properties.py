@@ -3,12 +3,12 @@ any input, checked against simple oracles."""
 
 import numpy as np
 from helpers.hausdorff_reference import capped_hausdorff_padded_roi
+from helpers.whole_array import capped_hausdorff, identity
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from evaluation.metrics import binary
-from evaluation.metrics.hausdorff import capped_hausdorff, identity
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi

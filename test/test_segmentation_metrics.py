@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import whole_array
 from scipy import ndimage
 
 from evaluation.metrics import grouped, surfels
@@ -91,7 +92,7 @@ def test_grouped_percentile_is_numpys_to_the_bit(percent):
     rng = np.random.default_rng(int(percent * 10))
     groups = rng.integers(0, 40, 3000)
     values = np.round(rng.random(3000) * 20, 1) * rng.choice([1.0, math.sqrt(2)], 3000)
-    ids, starts, counts, ordered = grouped.sort_groups(groups, values)
+    ids, starts, counts, ordered = whole_array.sort_groups(groups, values)
     found = grouped.percentile_linear(ordered, starts, counts, percent)
     assert found.tolist() == [np.percentile(values[groups == g], percent) for g in ids]
 
@@ -325,10 +326,10 @@ def test_cldice_of_a_thin_line_is_one_when_identical():
 
 @pytest.mark.parametrize("size", [(7, 9, 8), (11, 13)])
 def test_corner_points_are_the_neighbourhood_codes_of_the_surfels(size):
-    from evaluation.metrics.surfels import corner_codes, corner_points
+    from evaluation.metrics.surfels import corner_points
 
     mask = np.random.default_rng(len(size)).random(size) < 0.5
-    codes = corner_codes(mask)
+    codes = whole_array.corner_codes(mask)
     full = (1 << (1 << mask.ndim)) - 1
     expected = np.argwhere((codes != 0) & (codes != full))
     points = corner_points(mask, (1.0,) * mask.ndim)

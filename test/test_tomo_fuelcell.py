@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from helpers.grading import run_cli, validate_metrics
 from helpers.tomo import write_volume
+from helpers.whole_array import patterns_from_masks
 
 from evaluation.suites.tomo_fuelcell.regions import (
     RegionCounts,
     dice,
     membership_lut,
-    patterns_from_masks,
     region_counts,
     slab_histogram,
 )

@@ -32,13 +32,6 @@ def _counting(keys, start, order):  # pragma: no cover - compiled
         start[keys[i]] += 1
 
 
-def sort_groups(groups: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(group ids, start of each group, its size, values sorted by group then value)."""
-    order = np.lexsort((values, groups))
-    ids, starts, counts = np.unique(groups[order], return_index=True, return_counts=True)
-    return ids, starts, counts, values[order]
-
-
 def percentile_linear(sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray, percent: float) -> np.ndarray:
     """``np.percentile(group, percent)`` of every group (each at least one value)."""
     q = np.true_divide(percent, 100)

@@ -605,14 +605,3 @@ def _batches(large):
         size += need
     if batch:
         yield batch
-
-
-def capped_hausdorff(truth: np.ndarray, pieces: np.ndarray, piece_ids, ids, voxel_size, cap: float) -> np.ndarray:
-    """float32 ``d_g`` for each truth id in ``ids``; ``pieces`` labels the prediction's pieces
-    1..n and ``piece_ids[p]`` is the id piece p is assigned to (``piece_ids[0] == 0``)."""
-    return capped_hausdorff_sets(ArraySets(truth, pieces, piece_ids), ids, voxel_size, cap)
-
-
-def identity(labels: np.ndarray) -> np.ndarray:
-    """``piece_ids`` for a label image used directly as its own pieces."""
-    return np.arange(int(labels.max()) + 1 if labels.size else 1)

@@ -45,8 +45,3 @@ def skeleton_voxels(voxels: np.ndarray, shape: tuple[int, int, int]) -> np.ndarr
         local = np.asarray(np.nonzero(skeletonize(mask)))
     flat = np.ravel_multi_index(tuple(local + (low[:, None] - 1)), shape)
     return np.sort(flat).astype(np.int64, copy=False)
-
-
-def skeletonize_full(mask: np.ndarray) -> np.ndarray:
-    """The reference's way (full volume), for tests and benchmarks: boolean skeleton."""
-    return skeletonize(mask.astype(np.uint8)) > 0

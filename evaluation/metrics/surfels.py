@@ -24,23 +24,6 @@ import numpy as np
 from evaluation.metrics import portable
 from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, numba, offsets, padded
 
-# Bit of each voxel of the 2x2(x2) neighbourhood around a corner: the corner at grid index j
-# sits between voxels j-1 and j on every axis; the voxel at offset (a, b[, c]) in {0, 1}
-# (0 = the lower voxel) carries this weight (surface_distance ENCODE_NEIGHBOURHOOD_*_KERNEL).
-CORNER_BITS = {2: np.array([[8, 4], [2, 1]], np.uint8), 3: np.array([[[128, 64], [32, 16]], [[8, 4], [2, 1]]], np.uint8)}
-
-
-def corner_codes(mask: np.ndarray) -> np.ndarray:
-    """The neighbourhood code of every corner of ``mask`` (shape + 1 on every axis); outside
-    the array counts as background."""
-    ndim = mask.ndim
-    padded = np.pad(mask.astype(np.uint8, copy=False), 1)
-    codes = np.zeros(tuple(n + 1 for n in mask.shape), np.uint8)
-    for offset in np.ndindex(*(2,) * ndim):
-        window = tuple(slice(o, o + n + 1) for o, n in zip(offset, mask.shape))
-        codes += padded[window] * CORNER_BITS[ndim][offset]
-    return codes
-
 
 @numba.njit(cache=True, nogil=True)
 def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
@@ -78,8 +61,8 @@ def _keep_surfels(grid, full):  # pragma: no cover - compiled
 def corner_points(mask: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
     """The surfels of ``mask`` (or of the labels ``relabel`` maps to non-zero, as in
     ``nearest.edge_points``) as points on its corner grid (one more than the mask on every
-    axis, padded for the search), each marked with its neighbourhood code (the codes of
-    ``corner_codes``)."""
+    axis, padded for the search), each marked with its neighbourhood code (surface_distance's
+    ENCODE_NEIGHBOURHOOD_*_KERNEL: the corner at grid index j sits between voxels j-1 and j)."""
     reach = offsets(tuple(float(s) for s in spacing)).reach
     grid = padded(tuple(n + 1 for n in mask.shape), reach, np.uint8)
     values = mask.view(np.uint8) if mask.dtype == bool else mask

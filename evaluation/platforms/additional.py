@@ -32,12 +32,6 @@ from evaluation.errors import PhaseError, Unusable, participant_file
 from evaluation.readers import untrusted
 
 MAX_INPUT_VALUE_BYTES = 64 << 10  # a value socket's JSON text kept in metrics.json
-SOURCES = {
-    "leaderboard": "the leaderboard values as a JSON object",
-    "case-scores": "a CSV of each case's score",
-    "report": "a ZIP of every report file the suite writes",
-    "file:NAME": "the one report file NAME",
-}
 _PER_CASE = ("case-scores", "report", "file:")
 
 

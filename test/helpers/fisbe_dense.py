@@ -8,8 +8,8 @@ value by value.
 """
 
 import numpy as np
+from helpers.whole_array import skeletonize_full
 
-from evaluation.metrics.skeleton import skeletonize_full
 from evaluation.suites.fisbe.many_to_many import LazyHeap
 
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.55, 0.65, 0.75, 0.85, 0.95)

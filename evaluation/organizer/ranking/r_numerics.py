@@ -132,11 +132,6 @@ def rank_vector(values: np.ndarray, ties: str, higher_is_better: bool) -> np.nda
     return ranks(values, np.ones(values.shape, dtype=bool), ties, higher_is_better)[:, 0]
 
 
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """R's ``rank`` (ties "average", smaller first) of a vector without NA."""
-    return rank_vector(values, "average", higher_is_better=False)
-
-
 # --------------------------------------------------------------------------------------------
 # Kendall's tau
 

@@ -8,12 +8,12 @@ its quirks, because every one of them moves scores: resampling with scikit-image
 when no voxel size is given, and a translation offset in which only the *input* translation is
 snapped to the target grid.
 
-``align`` builds the whole aligned array, as the reference does; ``aligned`` gives the same
-array as a volume (``volumes.py``) read region by region, which is what scoring uses: the
-translation and the centre pad/crop are integer windows on the stored array, and resampling
-evaluates scikit-image's own interpolation (``scipy.ndimage``'s ``zoom_shift``, which
-``ndimage.zoom`` calls) for just the requested output region, so every voxel is computed by the
-same arithmetic as in the whole-array call.
+The reference builds the whole aligned array; ``aligned`` gives the same array as a volume
+(``volumes.py``) read region by region: the translation and the centre pad/crop are integer
+windows on the stored array, and resampling evaluates scikit-image's own interpolation
+(``scipy.ndimage``'s ``zoom_shift``, which ``ndimage.zoom`` calls) for just the requested
+output region, so every voxel is computed by the same arithmetic as in the whole-array call
+(``test/helpers/cellmap_alignment.py`` keeps the whole-array form the tests compare with).
 """
 
 import itertools

@@ -23,7 +23,7 @@ from evaluation.suites.cellmap.scoring import entry_fields
 
 COMMIT = "6b9ad6893ef1059227917af2a59cc2e61d84fa7e"
 INFER_SCALE_FROM_SHAPE = True  # a large array without a voxel size is downsampled by shape ratio
-PATHOLOGICAL_IGNORE, PATHOLOGICAL_UNMATCHED = "ignore", "unmatched"
+PATHOLOGICAL_IGNORE = "ignore"  # the reference's policy; "unmatched" is the correction
 COUNTS = ("tp", "fp", "fn")
 
 

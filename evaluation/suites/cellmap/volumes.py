@@ -278,10 +278,6 @@ def regions(volume, box: Box) -> list[Box]:
     return [box] if found is None else found(box)
 
 
-def masked(volume, mask):
-    return volume if mask is None else Masked(volume, mask)
-
-
 def tiles(shape, chunks, budget: int, split_x: bool = True) -> Iterator[Box]:
     """Boxes covering ``shape`` in raster order, each of at most ``budget`` voxels (or one row
     of voxels along x if that is larger and ``split_x`` is False), aligned to ``chunks`` where

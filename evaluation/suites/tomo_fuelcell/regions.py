@@ -37,16 +37,6 @@ def patterns_from_labels(labels: np.ndarray, lut: np.ndarray) -> np.ndarray:
     return np.take(lut, labels, mode="clip")
 
 
-def patterns_from_masks(masks: list[np.ndarray]) -> np.ndarray:
-    """Bit ``k`` from ``masks[k]`` (0/1 uint8 arrays of one shape)."""
-    if len(masks) > MAX_REGIONS:
-        raise ValueError(f"at most {MAX_REGIONS} regions, got {len(masks)}")
-    pattern = np.zeros(masks[0].shape, dtype=np.uint8)
-    for k, mask in enumerate(masks):
-        pattern |= mask << np.uint8(k)
-    return pattern
-
-
 def slab_histogram(pattern: np.ndarray, submitted: np.ndarray, truth: np.ndarray, patterns_present: np.ndarray) -> np.ndarray:
     """Counts of ``pattern·4 + submitted·2 + truth`` (0/1 uint8 inputs), over the patterns that
     can occur and lie in some region (``patterns_present``: sorted pattern values)."""
