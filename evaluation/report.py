@@ -98,6 +98,51 @@ def sanitize(value):
     return value
 
 
+INFINITIES = "infinities"
+
+
+def infinities(value):
+    """The infinite leaves of ``value`` at their paths (list items by index), as ``"+inf"`` or
+    ``"-inf"``; None when it holds none. JSON has no infinity: the grader's documents write
+    every non-finite number as null in place, where a platform reads numbers, and list the
+    infinite ones here, so that "infinite" (an empty prediction's HD95) reads apart from
+    "undefined" (NaN: both masks empty)."""
+    if isinstance(value, dict):
+        found = {str(key): inner for key, item in value.items() if (inner := infinities(item)) is not None}
+        return found or None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        found = {str(index): inner for index, item in enumerate(value) if (inner := infinities(item)) is not None}
+        return found or None
+    if isinstance(value, (float, np.floating)) and math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return None
+
+
+def with_infinities(document: dict) -> dict:
+    """``document`` with its ``INFINITIES`` node when it holds an infinite number."""
+    found = infinities(document)
+    return {**document, INFINITIES: found} if found else document
+
+
+def restore_infinities(document: dict) -> dict:
+    """A document as written, its listed infinities back in place of their nulls."""
+    listed = document.get(INFINITIES)
+    if not isinstance(listed, dict):
+        return document
+
+    def put(node, where: dict):
+        for key, inner in where.items():
+            slot = int(key) if isinstance(node, list) else key
+            if isinstance(inner, dict):
+                put(node[slot], inner)
+            else:
+                node[slot] = math.inf if inner == "+inf" else -math.inf
+
+    restored = json.loads(json.dumps({k: v for k, v in document.items() if k != INFINITIES}))
+    put(restored, listed)
+    return restored
+
+
 def write_atomic(path: Path, content: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -113,7 +158,10 @@ def write_atomic(path: Path, content: bytes) -> None:
         raise
 
 
-def json_bytes(document) -> bytes:
+def json_bytes(document, listing_infinities: bool = False) -> bytes:
+    """Strict JSON; with ``listing_infinities`` (the grader's own documents, not the
+    references' file formats), the infinities listed as ``with_infinities`` does."""
+    document = with_infinities(document) if listing_infinities and isinstance(document, dict) else document
     return (json.dumps(sanitize(document), indent=2, allow_nan=False) + "\n").encode()
 
 
@@ -121,7 +169,7 @@ def write(output: Path, metrics: dict, files: dict[str, dict | str | bytes] | No
     """Validate ``metrics`` against the metrics schema, then write the other files and
     ``metrics.json`` last (its presence means the run completed). Returns what was written.
     A dict is written as JSON, a str as UTF-8 text, bytes unchanged."""
-    metrics = sanitize(metrics)
+    metrics = sanitize(with_infinities(metrics))
     problem = schemas.first_error("metrics", metrics)
     if problem:
         raise GraderError(f"metrics document violates schemas/metrics.schema.json: {problem}")

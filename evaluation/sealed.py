@@ -105,5 +105,5 @@ def write_private(folder: Path | None, document: dict) -> Path | None:
     if folder is None:
         return None
     path = folder / PRIVATE_RESULTS_FILE
-    report.write_atomic(path, report.json_bytes(document))
+    report.write_atomic(path, report.json_bytes(document, listing_infinities=True))
     return path

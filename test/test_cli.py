@@ -175,3 +175,25 @@ def test_a_case_too_large_for_the_phases_memory_is_the_organizers_fault(tmp_path
     assert run.code == 1
     assert run.last_line.startswith("Case case_0 failed (internal): case_0: the phase's case needs about")
     assert run.metrics["failures"][0]["kind"] == "internal"
+
+
+def test_an_infinite_distance_reads_apart_from_an_undefined_one(tmp_path):
+    """MONAI's HD of an empty prediction is infinite; of a class absent from both, NaN:
+    both are null in metrics.json (strict JSON, a number or null where platforms read), and
+    only the infinite one is listed under ``infinities``."""
+    import numpy as np
+
+    phase, upload = tmp_path / "phase", tmp_path / "upload"
+    (phase / "labels").mkdir(parents=True)
+    upload.mkdir()
+    truth = np.zeros((8, 16, 16), np.uint8)
+    truth[2:6, 4:10, 4:10] = 1
+    np.save(phase / "labels" / "case_0.npy", truth)
+    np.save(upload / "case_0.npy", np.zeros_like(truth))
+    (phase / "phase.yaml").write_text("suite: segmentation\nclasses: {lesion: 1, absent: 2}\nmetrics: [hd]\ndefinition: monai\n")
+    run = run_cli(upload, phase, tmp_path / "out")
+    assert run.code == 0, run.stderr
+    classes = run.metrics["case"]["case_0"]["classes"]
+    assert classes["lesion"]["hd"] is None and classes["absent"]["hd"] is None
+    assert run.metrics["infinities"]["case"]["case_0"]["classes"] == {"lesion": {"hd": "+inf"}}
+    validate_metrics(run.metrics)

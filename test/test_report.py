@@ -109,3 +109,22 @@ def test_svg_box_plots_draw_matplotlibs_box_statistics(seed):
     assert sorted(ours["fliers"]) == pytest.approx(sorted(theirs["fliers"].tolist()))
     svg = figures.svg_box_plots([("dice <1>", ["a&b", "c"], [values.tolist(), []])], "boxes")
     assert svg.count("<rect") == 1 and "a&amp;b" in svg and "dice &lt;1&gt;" in svg
+
+
+def test_infinities_are_listed_apart_from_undefined_values(tmp_path):
+    """metrics.json writes NaN and infinity as null in place (a platform reads numbers) and
+    lists every infinity under ``infinities`` at its path, so the two read apart; reading it
+    back restores them."""
+    document = {
+        "suite": "segmentation",
+        "case": {"a": {"hd95": math.inf, "dice": math.nan, "sizes": [1.0, -math.inf]}},
+        "aggregates": {"hd95_mean": math.inf, "dice_mean": 0.5},
+    }
+    listed = report.with_infinities(document)["infinities"]
+    assert listed == {"case": {"a": {"hd95": "+inf", "sizes": {"1": "-inf"}}}, "aggregates": {"hd95_mean": "+inf"}}
+    written = json.loads(report.json_bytes(document, listing_infinities=True))
+    assert written["case"]["a"] == {"hd95": None, "dice": None, "sizes": [1.0, None]}
+    restored = report.restore_infinities(written)
+    assert restored["case"]["a"]["hd95"] == math.inf and restored["case"]["a"]["dice"] is None
+    assert restored["case"]["a"]["sizes"] == [1.0, -math.inf] and "infinities" not in restored
+    assert "infinities" not in json.loads(report.json_bytes({"a": math.nan}, listing_infinities=True))

@@ -353,7 +353,7 @@ def html_page(log: dict) -> str:
 
 def write(output: Path, log: dict) -> list[Path]:
     paths = [output / f"{CHANGELOG}.{suffix}" for suffix in ("json", "csv", "html")]
-    contents = [report.json_bytes(log), csv_text(log).encode(), html_page(log).encode()]
+    contents = [report.json_bytes(log, listing_infinities=True), csv_text(log).encode(), html_page(log).encode()]
     for path, content in zip(paths, contents):
         report.write_atomic(path, content)
     return paths

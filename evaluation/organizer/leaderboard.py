@@ -53,7 +53,7 @@ def write(output: Path, suite: Suite, phase_folder: Path, entries: list, provena
         "provenance": provenance,
         "rows": rows,
     }
-    report.write_atomic(output / f"{name}.json", report.json_bytes(table))
+    report.write_atomic(output / f"{name}.json", report.json_bytes(table, listing_infinities=True))
     columns = sorted({c for row in rows for c in row["leaderboard"]} - {suite.ranking})
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")

@@ -253,7 +253,8 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
     else:
         (entry.output / sealed.PRIVATE_RESULTS_FILE).unlink(missing_ok=True)
     document = grading.metrics_document(suite, in_plan_order, summaries, made_by, True, entry.given_inputs)
-    report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: scores})
+    organizers = report.json_bytes(scores, listing_infinities=True)  # an infinite case score stays infinite
+    report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: organizers})
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
 
 

@@ -194,7 +194,7 @@ def write(output: Path, final: finals.FinalRanking, extra_sections: tuple[str, .
     pngs = figures_of(final)
     body = html_section(final, pngs) + "".join(extra_sections)
     files = {
-        FINAL_JSON: report.json_bytes(finals.to_dict(final)),
+        FINAL_JSON: report.json_bytes(finals.to_dict(final), listing_infinities=True),
         LEADERBOARD_CSV: leaderboard_csv(final).encode(),
         **pngs,
         FINAL_HTML: figures.page("Final ranking", body, PAGE_STYLE).encode(),

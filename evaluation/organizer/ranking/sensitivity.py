@@ -187,7 +187,7 @@ def html_section(result: dict, png: bytes) -> str:
 def write(output: Path, result: dict) -> list[Path]:
     png = plot(result)
     files = {
-        SENSITIVITY_JSON: report.json_bytes(result),
+        SENSITIVITY_JSON: report.json_bytes(result, listing_infinities=True),
         SENSITIVITY_CSV: csv_text(result).encode(),
         SENSITIVITY_PNG: png,
         SENSITIVITY_HTML: figures.page("Ranking sensitivity", html_section(result, png), PAGE_STYLE).encode(),

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evaluation import log
+from evaluation import log, report
 from evaluation.errors import GraderError
 from evaluation.metrics.bootstrap import draw_counts, resampled_means
 
@@ -103,7 +103,7 @@ def read_record(name: str, path: Path) -> dict:
     if path.name == "metrics.json" and not _has_case_scores(path) and (path.parent / CASE_SCORES_FILE).is_file():
         path = path.parent / CASE_SCORES_FILE
     try:
-        record = json.loads(path.read_text())
+        record = report.restore_infinities(json.loads(path.read_text()))
     except (OSError, ValueError) as exc:
         raise GraderError(f"cannot read the case scores of {name!r} from {path}: {exc}") from None
     if not isinstance(record.get("case_scores"), dict) or not record["case_scores"]:
@@ -165,7 +165,9 @@ def _shared_provenance(names: list[str], records: list[dict]) -> dict | None:
 
 
 def _case_value(name: str, case: str, value, null_as: float | None) -> float:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    """A case's score: a number, infinite ones included (an empty prediction's distance, as
+    challengeR takes Inf), or ``null_as`` for an undefined one."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         if null_as is None:
             raise GraderError(f"{name!r} has no score for case {case!r} (null); choose a value with --null-as")
         return null_as

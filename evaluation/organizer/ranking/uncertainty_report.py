@@ -162,7 +162,7 @@ def write(output: Path, result: dict) -> list[Path]:
     """Write the four files into ``output``; returns their paths."""
     rank_png, pairwise_png = rank_plot(result), pairwise_plot(result)
     files = {
-        RANKING_JSON: report.json_bytes(result),
+        RANKING_JSON: report.json_bytes(result, listing_infinities=True),
         RANKING_PNG: rank_png,
         PAIRWISE_PNG: pairwise_png,
         RANKING_HTML: figures.page("Ranking uncertainty", html_section(result, rank_png, pairwise_png), PAGE_STYLE).encode(),
