@@ -192,3 +192,65 @@ def test_the_tests_numpy_equivalent_gives_the_kernels_statistics():
         vectorised = wilcoxon._pair_statistics_numpy(task.values, task.present, first, second)
         for mine, theirs in zip(compiled, vectorised):
             assert np.array_equal(mine, theirs)
+
+
+# --------------------------------------------------------------------------------------------
+# The long table, through the command line
+
+
+@pytest.mark.parametrize(
+    "run",
+    [r for r in expected()["runs"] if r["challenge"] == "small" and r["na_treat"] == "na.rm" and "error" not in r][:3],
+    ids=run_id,
+)
+def test_rank_reads_challengers_long_table(run, tmp_path):
+    """``rank --table`` on the comparison data as a CSV in as.challenge's layout (NA, Inf and
+    hexadecimal floats in its cells), ranked by the recorded run's method: every task's ranks
+    are challengeR's."""
+    import subprocess
+    import sys
+
+    rows = [r for r in input_rows() if r["challenge"] == run["challenge"]]
+    with open(tmp_path / "long.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Task", "alg_name", "case", "value"])
+        writer.writerows([r["task"], r["algorithm"], r["case"], r["value"]] for r in rows)
+    method = {
+        "aggregateThenRank": "aggregate_then_rank",
+        "rankThenAggregate": "rank_then_aggregate",
+        "testThenRank": "test_then_rank",
+    }
+    spec = {"method": method[run["method"]], "ties": run["ties"], "na_treat": "na.rm", "resamples": 0}
+    if run.get("fun"):
+        spec["statistic"] = run["fun"]
+    if run.get("p_adjust"):
+        spec["p_adjust"] = run["p_adjust"]
+    (tmp_path / "phase").mkdir()
+    (tmp_path / "phase" / "phase.yaml").write_text("suite: cellmap\nfinal_ranking: " + json.dumps(spec) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "evaluation", "rank", "--table", str(tmp_path / "long.csv"), "--smaller-better",
+         "--columns", "task=Task,algorithm=alg_name", "--phase", str(tmp_path / "phase"), "--output", str(tmp_path / "out")],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads((tmp_path / "out" / "final_ranking.json").read_text())
+    for task in written["tasks"]:
+        wanted = run["tasks"][task["name"]]
+        mine = {entry["algorithm"]: entry["rank"] for entry in task["ranking"]}
+        assert [mine[a] for a in wanted["algorithm"]] == floats(wanted["rank"]).tolist(), task["name"]
+
+
+@pytest.mark.parametrize("without_values", ["drop", "last"])
+def test_a_submission_without_values_leaves_the_ranking_under_na_rm(without_values):
+    """With na.treat na.rm, challengeR's as.challenge drops a submission that has no value at
+    all and ranks the others as if it had not been there; 'last' keeps it, ranked last."""
+    rows = [(f"c{j}", name, value) for j in range(6) for name, value in (("a", 0.9 - 0.1 * j), ("b", 0.5), ("c", 0.7))]
+    empty = [(f"c{j}", "z", None) for j in range(6)]
+    method = methods.Method("aggregate_then_rank")
+    alone = methods.rank_task(methods.prepare("t", rows, True, "na.rm"), method)
+    task = methods.prepare("t", rows + empty, True, "na.rm", without_values=without_values)
+    ranked = methods.rank_task(task, method)
+    if without_values == "drop":
+        assert task.algorithms == ("a", "b", "c") and ranked.rank.tolist() == alone.rank.tolist()
+    else:
+        assert task.algorithms == ("a", "b", "c", "z") and ranked.rank[3] == 4

@@ -78,6 +78,22 @@ def parse_args(argv) -> argparse.Namespace:
         help="a rescore output folder, submission result folders, case_scores.json or metrics.json files",
     )
     rank.add_argument(
+        "--table",
+        type=Path,
+        default=None,
+        help="challengeR's long table as CSV (as.challenge: a row per task, algorithm, case with its value; NA, NaN, Inf "
+        "as R reads them) instead of rescore outputs",
+    )
+    rank.add_argument(
+        "--columns",
+        default=None,
+        metavar="ROLE=HEADER,...",
+        help="the table's column for each role: task, algorithm, case, value (default: those names; no task column: one task)",
+    )
+    rank.add_argument(
+        "--smaller-better", action="store_true", help="with --table: smaller values are better (challengeR's smallBetter)"
+    )
+    rank.add_argument(
         "--task",
         action="append",
         default=[],
@@ -171,17 +187,24 @@ def _task_groups(args) -> dict[str, list[Path]]:
 def _rank(args) -> int:
     import dataclasses
 
-    from evaluation.organizer.ranking import config, data, final, final_report, uncertainty, uncertainty_report
+    from evaluation.organizer.ranking import config, data, final, final_report, table, uncertainty, uncertainty_report
 
-    groups = _task_groups(args)
+    groups = {} if args.table else _task_groups(args)
     spec = config.find_phase(args.phase, [p for paths in groups.values() for p in paths])
     chosen = {"resamples": args.resamples, "seed": args.seed, "confidence": args.confidence}
     spec = dataclasses.replace(spec, **{k: v for k, v in chosen.items() if v is not None})
-    result = final.rank_tasks(data.tasks(groups, spec, args.private), spec)
+    if args.table:
+        tasks = data.common_submissions(table.read(args.table, spec, args.smaller_better, table.columns(args.columns)))
+    else:
+        tasks = data.tasks(groups, spec, args.private)
+    result = final.rank_tasks(tasks, spec)
     written, sections = [], ()
-    if len(groups) == 1:
+    if len(tasks if args.table else groups) == 1:
         try:
-            scores = uncertainty.load(next(iter(groups.values())), null_as=args.null_as, private=args.private)
+            if args.table:
+                scores = uncertainty.from_task(tasks[0], null_as=args.null_as)
+            else:
+                scores = uncertainty.load(next(iter(groups.values())), null_as=args.null_as, private=args.private)
         except GraderError as exc:
             _log.warning("leaderboard_uncertainty_left_out", reason=str(exc))
         else:

@@ -32,6 +32,7 @@ class Spec:
     combine: str
     method: Method
     na_treat: float | str | None
+    without_values: str  # with na.rm, a submission left without values: "drop" (challengeR) or "last"
     compare: tuple[Method, ...]
     resamples: int
     seed: int
@@ -45,6 +46,7 @@ class Spec:
             "combine": self.combine,
             "method": method_dict(self.method),
             "na_treat": self.na_treat,
+            "without_values": self.without_values,
             "compare": [method_dict(m) for m in self.compare],
             "resamples": self.resamples,
             "seed": self.seed,
@@ -88,6 +90,7 @@ def resolve(configured: dict | None, source: str = "schema defaults") -> Spec:
         combine=option["combine"],
         method=method,
         na_treat=option["na_treat"],
+        without_values=option["without_values"],
         compare=tuple(_method(m) for m in option["compare"]),
         resamples=option["resamples"],
         seed=option["seed"],

@@ -14,10 +14,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation import sealed
+from evaluation import log, sealed
 from evaluation.errors import GraderError
 from evaluation.organizer.ranking import methods, uncertainty
 from evaluation.organizer.ranking.config import CASE_SCORE, Metric, Spec
+
+_log = log.get(__name__)
 
 SEPARATOR = "."
 WILDCARD = "*"
@@ -118,8 +120,20 @@ def tasks(groups: dict[str, list[Path]], spec: Spec, private: bool = False) -> l
             continue
         for name, (higher, rows) in per_metric.items():
             label = "/".join(part for part in (group, name if len(per_metric) > 1 or not group else "") if part)
-            found.append(methods.prepare(label, rows, higher, spec.na_treat, algorithms=names))
-    return found
+            found.append(
+                methods.prepare(label, rows, higher, spec.na_treat, algorithms=names, without_values=spec.without_values)
+            )
+    return common_submissions(found)
+
+
+def common_submissions(tasks: list[methods.Task]) -> list[methods.Task]:
+    """The tasks restricted to the submissions every one of them ranks: with na.rm a
+    submission without any value leaves its task (challengeR), and then the challenge."""
+    kept = set.intersection(*(set(task.algorithms) for task in tasks)) if tasks else set()
+    left = sorted({a for task in tasks for a in task.algorithms} - kept)
+    if left:
+        _log.warning("submissions_without_values_left_out", submissions=left)
+    return [methods.only(task, kept) for task in tasks]
 
 
 def _pooled(group: str, per_metric: dict, names: tuple, spec: Spec) -> methods.Task:
@@ -142,4 +156,5 @@ def _pooled(group: str, per_metric: dict, names: tuple, spec: Spec) -> methods.T
         algorithms=names,
         cases=tuple(ids[i] for i in order),
         units=tuple(columns[i][0] for i in order),
+        without_values=spec.without_values,
     )

@@ -63,7 +63,14 @@ class Task:
 
 
 def prepare(
-    name: str, rows, higher_is_better: bool, na_treat: float | str | None = None, algorithms=None, cases=None, units=None
+    name: str,
+    rows,
+    higher_is_better: bool,
+    na_treat: float | str | None = None,
+    algorithms=None,
+    cases=None,
+    units=None,
+    without_values: str = "drop",
 ) -> Task:
     """A task from (case, algorithm, value) rows, as ``as.challenge`` checks and completes
     them: a repeated (algorithm, case) is an error, an absent one is NA, then ``na_treat``."""
@@ -81,11 +88,13 @@ def prepare(
         seen[i, j] = True
         values[i, j] = np.nan if value is None else float(value)
     task = Task(name, algorithms, cases, values, np.ones(values.shape, dtype=bool), higher_is_better, units=units)
-    return treat(task, na_treat)
+    return treat(task, na_treat, without_values)
 
 
-def treat(task: Task, na_treat: float | str | None) -> Task:
-    """``na.treat``: a number replaces NA and NaN, "na.rm" removes those rows, None keeps them."""
+def treat(task: Task, na_treat: float | str | None, without_values: str = "drop") -> Task:
+    """``na.treat``: a number replaces NA and NaN, "na.rm" removes those rows, None keeps them.
+    With "na.rm", a submission left with no value at all is dropped from the task, as
+    ``as.challenge`` drops its rows (``without_values="last"`` keeps it, ranked last)."""
     missing = np.isnan(task.values)
     if na_treat is None:
         values, present = task.values, task.present
@@ -95,7 +104,18 @@ def treat(task: Task, na_treat: float | str | None) -> Task:
         values, present = np.where(missing, float(na_treat), task.values), task.present
     else:
         raise GraderError(f"na_treat must be a number, 'na.rm' or null, not {na_treat!r}")
-    return dataclasses.replace(task, values=values, present=present, na_treat=na_treat)
+    task = dataclasses.replace(task, values=values, present=present, na_treat=na_treat)
+    if na_treat == "na.rm" and without_values == "drop":
+        return only(task, [a for a, row in zip(task.algorithms, present) if row.any()])
+    return task
+
+
+def only(task: Task, algorithms) -> Task:
+    """The task restricted to ``algorithms`` (in the task's order)."""
+    kept = [i for i, a in enumerate(task.algorithms) if a in set(algorithms)]
+    return dataclasses.replace(
+        task, algorithms=tuple(task.algorithms[i] for i in kept), values=task.values[kept], present=task.present[kept]
+    )
 
 
 @dataclass(frozen=True)

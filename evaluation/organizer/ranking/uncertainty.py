@@ -149,6 +149,17 @@ def load(inputs: list[Path], null_as: float | None = None, private: bool = False
     return Scores(names, cases, matrix, published, ranking, bool(higher), "private" if private else "public", provenance)
 
 
+def from_task(task, null_as: float | None = None) -> Scores:
+    """The case scores of a ranking task (a long table's), missing values as ``null_as``."""
+    missing = ~task.present | np.isnan(task.values)
+    if missing.any() and null_as is None:
+        raise GraderError(f"task {task.name!r} has missing values; choose a value for them with --null-as")
+    matrix = np.where(missing, null_as if null_as is not None else np.nan, task.values)
+    return Scores(
+        list(task.algorithms), list(task.cases), matrix, np.full(len(task.algorithms), np.nan), task.name, task.higher_is_better
+    )
+
+
 def _shared_provenance(names: list[str], records: list[dict]) -> dict | None:
     """The build and phase of the ranked results; results made against different phases are
     not ranked together."""
