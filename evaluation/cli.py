@@ -27,7 +27,15 @@ from evaluation import (
 )
 from evaluation import phase as phases
 from evaluation.contract import Resources, verdict
-from evaluation.errors import EXIT_INTERNAL, EXIT_SUBMISSION, INTERNAL_ERROR_LINE, GraderError, SubmissionError, last_line
+from evaluation.errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_SUBMISSION,
+    INTERNAL_ERROR_LINE,
+    GraderError,
+    SubmissionError,
+    last_line,
+)
 from evaluation.platforms import additional, invoke
 from evaluation.platforms.base import BAKED_GROUND_TRUTH, PLATFORM_GROUND_TRUTH
 
@@ -100,6 +108,8 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     _log.info("grading", suite=suite.name, platform=platform.name, version=__version__)
     graded = grading.grade(platform, phase, suite, workers)
     _log.info("resources", **_resources(graded.resources))
+    if grading.stopped_at_deadline(graded):
+        return _stopped(platform, phase, suite, graded, declared_outputs)
     _write(platform, phase, suite, graded, declared_outputs)
     tasks, outcomes = graded.plan.tasks, graded.outcomes
     failures = [outcome for outcome in outcomes.values() if not outcome.ok]
@@ -125,8 +135,40 @@ def grade(platform: platforms.Platform, workers: int | None = None) -> int:
     return code
 
 
-def _write(
+def _stopped(
     platform: platforms.Platform, phase: phases.Phase, suite: suites.Suite, graded: grading.Graded, declared_outputs: dict
+) -> int:
+    """The run's time limit stopped scoring: the cases scored in time go to the log (and, when
+    the phase asks for partial results, to metrics.json, marked partial); the last line says
+    how many were scored, the slowest, and the limit."""
+    limit = grading.run_time_limit(phase, platform)
+    scored = sorted((o for o in graded.outcomes.values() if o.ok), key=lambda o: o.seconds, reverse=True)
+    partial = grading.in_time(suite, phase, graded)
+    _log.warning(
+        "run_time_limit_reached",
+        limit_s=limit,
+        scored=[o.key for o in scored],
+        stopped=[o.key for o in grading.stopped_at_deadline(graded)],
+        leaderboard_of_scored=partial.summaries.public.leaderboard,
+    )
+    slowest = ", ".join(f"{o.key} {o.seconds:.0f} s" for o in scored[:3]) or "none"
+    written = phase.option("partial_results")
+    if written:
+        _write(platform, phase, suite, partial, declared_outputs, partial=True)
+    last_line(
+        f"Evaluation stopped at the run's time limit of {limit:g} s: {len(scored)} of {len(graded.outcomes)} cases were "
+        f"scored (slowest: {slowest}); " + ("the score covers those cases only" if written else "no score was written")
+    )
+    return EXIT_OK if written else EXIT_INTERNAL
+
+
+def _write(
+    platform: platforms.Platform,
+    phase: phases.Phase,
+    suite: suites.Suite,
+    graded: grading.Graded,
+    declared_outputs: dict,
+    partial: bool = False,
 ) -> None:
     """metrics.json with its provenance, the suite's files (when cases are published), the
     phase's additional outputs, the private cases' document where the platform keeps one, and
@@ -136,6 +178,8 @@ def _write(
     publish_cases = phase.option("publish_cases")
     made_by = grading.provenance_of(phase, suite, summaries, provenance.phase_fingerprint(phase.root))
     document = grading.metrics_document(suite, graded.outcomes, summaries, made_by, publish_cases, graded.given_inputs)
+    if partial:
+        document["partial"] = True
     files = {
         **(result.files if publish_cases else {}),
         **{path: additional.render(source, result, result.files) for path, source in declared_outputs.items()},

@@ -48,6 +48,7 @@ class Resources:
     memory_bytes: int
     time_limit: float | None = None
     memory_limited_by: str = "ram"
+    deadline: float | None = None  # time.monotonic() by which scoring must have ended (the run's limit, less writing)
 
     @classmethod
     def detect(
@@ -126,7 +127,8 @@ class Outcome:
     """What became of one task: its value, or why it failed.
 
     ``kind`` is 'submission' (the participant's data is unusable), 'internal' (a bug or a
-    broken phase), 'timeout' or 'crashed' (the worker died, e.g. killed for memory)."""
+    broken phase), 'timeout' (past the case time limit), 'deadline' (stopped, or never
+    started, at the run's time limit) or 'crashed' (the worker died, e.g. killed for memory)."""
 
     key: str
     value: dict | None = None

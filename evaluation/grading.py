@@ -13,13 +13,15 @@ file it cannot use; its reads of the ground truth say that they are the organize
 is about the participant's files, and is assigned to them here (``participant_file``).
 """
 
+import dataclasses
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation import machine, provenance, report, runner, sealed
 from evaluation import progress as progresses
-from evaluation import provenance, report, runner, sealed
 from evaluation.contract import Outcome, Plan, Resources, Suite
 from evaluation.errors import participant_file
 from evaluation.phase import Phase
@@ -40,14 +42,29 @@ class Graded:
     given_inputs: dict | None
 
 
-def resources(phase: Phase, workers: int | None = None) -> Resources:
+# Of the run's time limit, what is kept for summarizing and writing after scoring stops.
+WRITING_SHARE, WRITING_MIN_S = 0.05, 15.0
+
+
+def run_time_limit(phase: Phase, platform: Platform | None) -> float | None:
+    """The platform's time limit for the whole run: the phase's, else the platform's own."""
+    return phase.option("run_time_limit_s") or (platform.time_limit_s if platform is not None else None)
+
+
+def resources(phase: Phase, workers: int | None = None, platform: Platform | None = None) -> Resources:
     """What the run may use: the command line's or the phase's workers, the phase's memory
-    limit and case time limit, within the process's own limits."""
-    return Resources.detect(
+    limit and case time limit, within the process's own limits; and when scoring must end, so
+    that the run is written before the platform's clock ends it."""
+    given = Resources.detect(
         workers or phase.option("workers"),
         (phase.option("memory_limit_mb") or 0) * 1024**2,
         phase.option("case_time_limit_s"),
     )
+    limit = run_time_limit(phase, platform)
+    if limit is None:
+        return given
+    writing = max(WRITING_MIN_S, WRITING_SHARE * limit)
+    return dataclasses.replace(given, deadline=time.monotonic() - machine.running_seconds() + limit - writing)
 
 
 def take_in(platform: Platform, phase: Phase, scratch: Path, given: Resources) -> tuple[Submission, dict | None]:
@@ -91,13 +108,27 @@ def execute(plan_: Plan, function: Callable, given: Resources, what: str = "scor
 def grade(platform: Platform, phase: Phase, suite: Suite, workers: int | None = None) -> Graded:
     """Take in, plan, score and summarize the platform's upload; the scratch space it was
     unpacked into is gone when this returns."""
-    given = resources(phase, workers)
+    given = resources(phase, workers, platform)
     with tempfile.TemporaryDirectory(prefix="evaluation-") as scratch:
         submission, given_inputs = take_in(platform, phase, Path(scratch), given)
         planned = plan(suite, submission, phase, given)
         outcomes = execute(planned, scoring(suite), given)
         summaries = sealed.summarize(suite, phase, planned, outcomes)
     return Graded(planned, outcomes, summaries, given, given_inputs)
+
+
+def stopped_at_deadline(graded: Graded) -> list[Outcome]:
+    """The tasks the run's time limit stopped or never started."""
+    return [outcome for outcome in graded.outcomes.values() if outcome.kind == "deadline"]
+
+
+def in_time(suite: Suite, phase: Phase, graded: Graded) -> Graded:
+    """The run as if the phase held only the cases all of whose tasks ended before the run's
+    time limit (a partial result: the others are listed as failures, not scored as empty)."""
+    late = {suite.case_of(task) for task in graded.plan.tasks if graded.outcomes[task.key].kind == "deadline"}
+    kept = suite.restrict(graded.plan, set(suite.cases(graded.plan)) - late)
+    summaries = sealed.summarize(suite, phase, kept, {task.key: graded.outcomes[task.key] for task in kept.tasks})
+    return dataclasses.replace(graded, summaries=summaries)
 
 
 def provenance_of(phase: Phase, suite: Suite, summaries: sealed.Summaries, fingerprint: dict) -> Callable[[bool], dict]:

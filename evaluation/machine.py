@@ -10,6 +10,17 @@ import os
 import resource
 
 
+def running_seconds() -> float:
+    """How long this process has run (its start in /proc/self/stat against the system's
+    uptime): the platform's clock started with it, not with the first line of Python."""
+    try:
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def cpu_count() -> int:
     """CPUs this process may use: its affinity, lowered by a cgroup CPU quota (v2 or v1)."""
     count = len(os.sched_getaffinity(0))

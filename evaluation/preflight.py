@@ -184,6 +184,7 @@ def _check(platform: Platform, phase: Phase, workers: int | None, memory_mb: int
         outcomes = grading.execute(plan, grading.checking(suite), resources, "checking")
     code, line = verdict(plan.tasks, outcomes, organizer=platform.name == "local")
     summary = summarize(plan, outcomes, platform_resources(phase, workers, memory_mb, local=False))
+    summary["estimate"]["run_time_limit_s"] = grading.run_time_limit(phase, platform)
     _log.info("check_summary", **summary)
     if output is not None:
         Path(output).mkdir(parents=True, exist_ok=True)
@@ -221,9 +222,18 @@ def would_be_scored(summary: dict) -> str:
     missing = summary["missing"]
     shown = f" ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''})" if missing else ""
     estimate = summary["estimate"]
+    limit = estimate.get("run_time_limit_s")
+    over = limit and estimate["seconds"] > limit
     return (
         f"Would be scored: {summary['tasks']} task(s), {len(missing)} case(s) without a prediction{shown}; "
         f"estimated scoring time {duration(estimate['seconds'])} and at most {estimate['workers_peak_mb']} MB for the "
+        f"workers on the platform's default machine ({estimate['machine']['workers']} CPUs, "
+        f"{estimate['machine']['memory_budget_mb']} MB for workers) - an estimate"
+        + (f"; more than the run's time limit of {limit:g} s: scoring would stop before every case is scored" if over else "")
+    )
+    return (
+        f"Would be scored: {summary['tasks']} task(s), {len(missing)} case(s) without a prediction{shown}; "
+        f"estimated scoring time {duration(estimate['seconds'])}{over} and at most {estimate['workers_peak_mb']} MB for the "
         f"workers on the platform's default machine ({estimate['machine']['workers']} CPUs, "
         f"{estimate['machine']['memory_budget_mb']} MB for workers) - an estimate"
     )

@@ -129,8 +129,14 @@ def run(
         while pending or running:
             if progress:
                 progress.update(len(outcomes), len(tasks))
+            if resources.deadline is not None and time.monotonic() >= resources.deadline:
+                outcomes.update(_stopped_at_deadline(pending, running))
+                break
             _start_what_fits(pending, running, function, workers, memory_bytes, worker_baseline)
-            wait([r.receiver for r in running] + [r.process.sentinel for r in running], timeout=1.0)
+            until_deadline = resources.deadline - time.monotonic() if resources.deadline is not None else 1.0
+            wait(
+                [r.receiver for r in running] + [r.process.sentinel for r in running], timeout=max(0.0, min(1.0, until_deadline))
+            )
             for r in list(running):
                 outcome = _collect(r, time_limit)
                 if outcome is not None:
@@ -150,6 +156,22 @@ def run(
         if progress:
             progress.close()
     return outcomes
+
+
+def _stopped_at_deadline(pending: list[Task], running: list["_Running"]) -> dict[str, Outcome]:
+    """The run's time limit came: the running tasks are stopped, the others never start."""
+    stopped = {}
+    for r in running:
+        r.process.kill()
+        r.process.join()
+        stopped[r.task.key] = Outcome(
+            r.task.key, kind="deadline", seconds=r.elapsed(), message=f"{r.task.key} was stopped at the run's time limit"
+        )
+    running.clear()
+    for task in pending:
+        stopped[task.key] = Outcome(task.key, kind="deadline", message=f"{task.key} was not started before the run's time limit")
+    pending.clear()
+    return stopped
 
 
 def schedule(tasks: list[Task], seconds: dict[str, float], resources: Resources, worker_baseline: int = WORKER_BASELINE_BYTES):

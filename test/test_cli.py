@@ -197,3 +197,27 @@ def test_an_infinite_distance_reads_apart_from_an_undefined_one(tmp_path):
     assert classes["lesion"]["hd"] is None and classes["absent"]["hd"] is None
     assert run.metrics["infinities"]["case"]["case_0"]["classes"] == {"lesion": {"hd": "+inf"}}
     validate_metrics(run.metrics)
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_run_past_its_time_limit_ends_before_it_with_one_line(tmp_path, partial):
+    """A run time limit the work does not fit (1 s, less the time kept for writing: nothing can
+    start): the run ends at once with the line saying what was scored and the limit; no score
+    unless the phase asks for partial results."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "examples" / "toy"))
+    from make_toy_phase import main as make_toy
+
+    make_toy(tmp_path / "toy")
+    phase = tmp_path / "toy" / "phase"
+    extra = "run_time_limit_s: 1\n" + ("partial_results: true\n" if partial else "")
+    (phase / "phase.yaml").write_text((phase / "phase.yaml").read_text() + extra)
+    run = run_cli(tmp_path / "toy" / "uploads" / "team-a", phase, tmp_path / "out")
+    assert run.last_line.startswith("Evaluation stopped at the run's time limit of 1 s: 0 of 3 cases were scored")
+    if partial:
+        assert run.code == 0 and run.metrics["partial"] is True and run.metrics["case"] == {}
+        assert [f["kind"] for f in run.metrics["failures"]] == ["deadline"] * 3
+        validate_metrics(run.metrics)
+    else:
+        assert run.code == 1 and not (tmp_path / "out" / "metrics.json").exists()

@@ -57,6 +57,19 @@ def test_time_limit_stops_a_case():
     assert time.monotonic() - started < 30
 
 
+def test_the_run_deadline_stops_the_running_and_never_starts_the_rest():
+    """One worker, four 0.6 s tasks and a deadline 1 s away: the first ends, the second is
+    stopped at the deadline, the last two never start; the run ends right after it."""
+    started = time.monotonic()
+    tasks = [Task(f"t{i}", {"action": "sleep", "seconds": 0.6}, memory_bytes=i) for i in (4, 3, 2, 1)]
+    resources = contract.Resources(workers=1, memory_bytes=1 << 30, deadline=started + 1.0)
+    outcomes = runner.run(tasks, _work, resources, worker_baseline=0)
+    assert outcomes["t4"].ok
+    assert outcomes["t3"].kind == "deadline" and "stopped" in outcomes["t3"].message
+    assert [outcomes[k].kind for k in ("t2", "t1")] == ["deadline", "deadline"] and "not started" in outcomes["t1"].message
+    assert time.monotonic() - started < 3
+
+
 def test_memory_budget_serialises_big_tasks():
     """Two tasks that each take most of the budget never overlap."""
     tasks = [Task(k, {"action": "sleep", "seconds": 0.5}, memory_bytes=700) for k in "ab"]

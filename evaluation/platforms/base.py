@@ -49,6 +49,7 @@ class Platform:
     """Local runs: the submission folder, phase folder and output folder as given."""
 
     name = "local"
+    time_limit_s: float | None = None  # the platform's limit for the whole run, where it is known
 
     def __init__(self, input_folder: Path, ground_truth: Path | None, output: Path):
         self.input = input_folder

@@ -32,6 +32,9 @@ WORKER_INPUT = Path("/app/input")  # where the compute worker mounts ref/ and re
 
 class CodaBench(Platform):
     name = "codabench"
+    # The default queue's compute workers end any run at 1200 s, whatever the phase's
+    # execution time limit says ("Execution Time Limit exceeded. Limit was 1200 seconds").
+    time_limit_s = 1200.0
 
     @staticmethod
     def recognises(input_folder: Path) -> bool:
