@@ -22,6 +22,8 @@
 #   grand-challenge-cgroup           ... a cgroup memory limit and no RLIMIT_DATA
 #   grand-challenge-rejected         ... an unusable upload: the participant's line is shown
 #   grand-challenge-invoke(-rejected) the invoke flavour (evaluation:invoke) as the shim drives it
+#   grand-challenge-deadline, codabench-deadline  a run time limit shorter than the work: the
+#                                    grader ends before the platform's clock, with the line saying so
 #   hardened                         the baked example under every restriction a platform may add
 #   rejected                         a zip whose entry leaves its folder: exit 2 and a clear last line
 set -euo pipefail
@@ -309,6 +311,22 @@ if grand_challenge grand-challenge-invoke "$runtime-invoke" "$jobs/input" "$work
 fi
 grand_challenge grand-challenge-invoke-rejected "$runtime-invoke" "$work/misnamed.zip" "$work/jobs-ground-truth.tar.gz" 1 "$rlimit" \
   && shown grand-challenge-invoke-rejected Failed danger "$(last_line grand-challenge-rejected)"  # shim 0.8.3: the user process's last error line
+
+# A run time limit shorter than the work (10 s, less the 15 s kept for writing: nothing can
+# start): the grader ends before the platform's clock does, with the line that says so, on
+# Grand-Challenge (its runtime stopping the job at the phase's 10 s) and on CodaBench.
+deadline_line="Evaluation stopped at the run's time limit of 10 s: 0 of "
+mkdir -p "$work/deadline" && cp -r "$jobs/ground-truth/." "$work/deadline/" && echo "run_time_limit_s: 10" >> "$work/deadline/phase.yaml"
+python3 container/ground_truth_tarball.py "$work/deadline" "$work/deadline.tar.gz" --phase deadline >/dev/null
+if grand_challenge grand-challenge-deadline "$runtime" "$jobs/input" "$work/deadline.tar.gz" 1 "$rlimit" EMULATION_TIME_LIMIT=10; then
+  case "$(last_line grand-challenge-deadline)" in "$deadline_line"*) ;; *) fail "grand-challenge-deadline: unexpected last line" ;; esac
+  shown grand-challenge-deadline Failed danger "$(last_line grand-challenge-deadline)"
+fi
+mkdir -p "$work/deadline-cellmap" && cp -r ground-truth/. "$work/deadline-cellmap/" && echo "run_time_limit_s: 10" >> "$work/deadline-cellmap/phase.yaml"
+codabench_folders codabench-deadline "$work/deadline-cellmap"
+if codabench_run codabench-deadline 1 "${metadata_tokens[@]}"; then
+  case "$(last_line codabench-deadline)" in "$deadline_line"*) ;; *) fail "codabench-deadline: unexpected last line" ;; esac
+fi
 
 # --------------------------------------------------------------------------------------------
 # Every restriction a platform may add: no network, read-only root with a tmpfs /tmp, all

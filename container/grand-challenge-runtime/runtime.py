@@ -30,7 +30,8 @@ Read from DIAGNijmegen/rse-sagemaker-shim v0.7.0 (b20f0a71) and DIAGNijmegen/rse
    ``grand_challenge_*`` variables (any case) removed, ``LD_LIBRARY_PATH`` restored or removed,
    ``HOME`` from passwd (``ProcUserMixin``, ``UserProcess.proc_env``); Grand-Challenge adds
    ``LOG_LEVEL``, ``PYTHONUNBUFFERED``, ``no_proxy`` (``Executor.invocation_environment``).
-   Exec: run once. Invoke (the image label ``org.grand-challenge.api-method=invoke``, passed as
+   Exec: run once, stopped at the phase's time limit (``EMULATION_TIME_LIMIT``: SageMaker's
+   ``MaxRuntimeInSeconds``, the phase's ``evaluation_time_limit``). Invoke (the image label ``org.grand-challenge.api-method=invoke``, passed as
    ``GRAND_CHALLENGE_COMPONENT_API_METHOD``): started before the input is placed, ``GET
    /health`` polled (10 s a call, 300 s in all, a redirect fails), then ``POST /invoke``, which
    must answer 201; then the process group gets SIGTERM, SIGKILL after 5 s (``UserProcess.setup``,
@@ -393,7 +394,11 @@ def main() -> int:
         provide_input()
         process = start(uid, gid, groups, home)
         streams = Streams(process)
-        code = process.wait()
+        try:
+            code = process.wait(timeout=float(os.environ.get("EMULATION_TIME_LIMIT", "3600")))
+        except subprocess.TimeoutExpired:  # SageMaker's MaxRuntimeInSeconds: the job is stopped
+            stop(process)
+            code, error = 1, "Time limit exceeded"
     streams.join()
     if code == 0:
         error = read_outputs()
