@@ -163,7 +163,7 @@ def files(folder: Path) -> list[tuple[str, os.stat_result]]:
     return found
 
 
-def _content_hash(path: Path) -> str:
+def content_hash(path: Path) -> str:
     sha = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
@@ -209,18 +209,26 @@ def _write_cache(folder: Path, files: dict, into_phase: bool) -> Path | None:
     return None
 
 
+# Files that define the phase rather than hold its voxels (phase.yaml, a manifest, zarr
+# metadata): small, few, and hashed every time.
+DEFINITION_SUFFIXES = (".yaml", ".yml", ".json", ".csv", ".txt", ".zarray", ".zattrs", ".zgroup")
+
+
 def listing(folder: Path, into_phase: bool = False) -> list[list]:
     """[relative path, size, SHA-256] of every file of the phase folder, content hashes taken
-    from the cache when a file's size and modification time (whole seconds) are unchanged.
-    New hashes are cached (in the phase folder itself with ``into_phase``)."""
+    from the cache when a file's size and modification time (whole seconds) are unchanged,
+    except for the files that define the phase (``DEFINITION_SUFFIXES``): an edit that keeps
+    such a file's size and restores its time (a manifest's cell) is still seen. New hashes are
+    cached (in the phase folder itself with ``into_phase``)."""
     cached, fresh, rows, changed = _read_cache(folder), {}, [], False
     for relative, info in files(folder):
         key = [info.st_size, int(info.st_mtime)]
         entry = cached.get(relative)
-        if isinstance(entry, list) and len(entry) == 3 and entry[:2] == key:
+        trusted = not relative.lower().endswith(DEFINITION_SUFFIXES)
+        if trusted and isinstance(entry, list) and len(entry) == 3 and entry[:2] == key:
             sha = entry[2]
         else:
-            sha, changed = _content_hash(folder / relative), True
+            sha, changed = content_hash(folder / relative), True
         fresh[relative] = [*key, sha]
         rows.append([relative, info.st_size, sha])
     if changed or into_phase and not (folder / CACHE_NAME).is_file():

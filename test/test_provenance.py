@@ -45,25 +45,38 @@ def test_a_grader_run_leaves_the_phase_untouched(tmp_path, monkeypatch):
     before = sorted(p.name for p in phase.rglob("*"))
     first = provenance.phase_fingerprint(phase)
     assert sorted(p.name for p in phase.rglob("*")) == before
-    hashed = []
-    monkeypatch.setattr(provenance, "_content_hash", lambda path: hashed.append(path.name) or "x")
-    assert provenance.phase_fingerprint(phase) == first and hashed == []
+    hashed, real = [], provenance.content_hash
+    monkeypatch.setattr(provenance, "content_hash", lambda path: hashed.append(path.name) or real(path))
+    assert provenance.phase_fingerprint(phase) == first and hashed == ["phase.yaml"]  # the data from the cache
 
 
 def test_the_cache_is_trusted_while_size_and_mtime_hold_and_refreshed_when_they_change(tmp_path, monkeypatch):
     phase = _phase(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first = provenance.phase_fingerprint(phase, into_phase=True)
-    hashed = []
-    monkeypatch.setattr(provenance, "_content_hash", lambda path: hashed.append(path.name) or "x")
-    assert provenance.phase_fingerprint(phase) == first and hashed == []  # nothing read
+    hashed, real = [], provenance.content_hash
+    monkeypatch.setattr(provenance, "content_hash", lambda path: hashed.append(path.name) or real(path))
+    assert provenance.phase_fingerprint(phase) == first and hashed == ["phase.yaml"]  # no data read
     target = phase / "labels" / "b.bin"
     target.write_bytes(b"c" * 10)
     os.utime(target, (1_000_000_000, 1_000_000_000))
+    hashed.clear()
     changed = provenance.phase_fingerprint(phase)
-    assert hashed == ["b.bin"] and changed["sha256"] != first["sha256"]
+    assert sorted(hashed) == ["b.bin", "phase.yaml"] and changed["sha256"] != first["sha256"]
     assert changed["groups"]["labels/b.bin"] != first["groups"]["labels/b.bin"]
     assert changed["groups"]["labels/a.bin"] == first["groups"]["labels/a.bin"]
+
+
+def test_a_same_size_edit_of_a_definition_file_with_its_time_restored_is_seen(tmp_path, monkeypatch):
+    """phase.yaml, a manifest, zarr metadata: hashed every time, whatever the cache says."""
+    phase = _phase(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (phase / "manifest.csv").write_text("crop,label\n101,mito\n")
+    first = provenance.phase_fingerprint(phase, into_phase=True)
+    stat = (phase / "manifest.csv").stat()
+    (phase / "manifest.csv").write_text("crop,label\n102,mito\n")
+    os.utime(phase / "manifest.csv", ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert provenance.phase_fingerprint(phase)["sha256"] != first["sha256"]
 
 
 def test_the_cache_falls_back_to_the_user_cache_when_the_phase_refuses_it(tmp_path, monkeypatch):
@@ -76,15 +89,16 @@ def test_the_cache_falls_back_to_the_user_cache_when_the_phase_refuses_it(tmp_pa
     assert found == provenance.phase_fingerprint(phase)
 
 
-def test_the_cache_does_not_change_rescores_phase_listing(tmp_path):
-    """rescore keys its units by the phase's (path, size, mtime) listing: writing the
-    fingerprint cache into the phase must not make a resumed run recompute everything."""
+def test_the_cache_does_not_change_rescores_phase_key(tmp_path):
+    """rescore keys its units by the phase's content fingerprint: writing the fingerprint cache
+    into the phase must not make a resumed run recompute everything."""
     from evaluation.organizer import rescore
 
     phase = _phase(tmp_path)
-    before = rescore.phase_fingerprint(phase)
+    before = rescore.phase_fingerprint(provenance.phase_fingerprint(phase))
     provenance.phase_fingerprint(phase, into_phase=True)
-    assert (phase / provenance.CACHE_NAME).is_file() and rescore.phase_fingerprint(phase) == before
+    assert (phase / provenance.CACHE_NAME).is_file()
+    assert rescore.phase_fingerprint(provenance.phase_fingerprint(phase)) == before
 
 
 def test_a_checkout_names_its_commit_and_lock():

@@ -290,3 +290,105 @@ def test_cli_and_rescore_grade_through_one_pipeline(tmp_path):
         assert graded["additional_inputs"] == {"notes.json": {"value": {"model": name}}}
     rejected = json.loads((tmp_path / "out" / "unusable" / rescore.REJECTED_FILE).read_text())
     assert f"Submission rejected: {rejected['message']}" == single["unusable"].last_line
+
+
+def test_a_submission_whose_files_do_not_verify_is_made_again(setup, tmp_path):
+    """case_scores.json, written last, holds the digest of every file written with it: files
+    replaced by a run killed before it (here: a metrics.json of another score) do not verify,
+    and the next run makes the submission again from its stored units, not trusting the old
+    score beside new files. Units of an earlier phase are pruned when a submission finishes."""
+    phase, subs, single = setup
+    out = tmp_path / "out"
+    run_rescore(phase, subs, out)
+    metrics = json.loads((out / "jitter" / "metrics.json").read_text())
+    metrics["aggregates"]["overall_score"] = 0.0
+    (out / "jitter" / "metrics.json").write_text(json.dumps(metrics))
+    stale = out / rescore.STATE_DIR / "units" / "jitter" / "0123456789abcdef0123456789abcdef.json"
+    stale.write_text("{}")
+    summary = run_rescore(phase, subs, out)
+    assert summary["submissions_reused"] == 5 and summary["units_computed"] == 0 and summary["units_reused"] > 0
+    assert json.loads((out / "jitter" / "metrics.json").read_text()) == json.loads(
+        (single["jitter"] / "metrics.json").read_text()
+    )
+    assert not stale.exists()
+    assert summary["reuse_trusts"] == rescore.TRUSTED and summary["workers_lost"] == 0
+
+
+def test_uploads_sharing_a_name_are_named_and_the_rest_scored(setup, tmp_path):
+    phase, subs, _ = setup
+    copy = tmp_path / "subs"
+    shutil.copytree(subs, copy)
+    shutil.copy(copy / "zipped.zip", copy / "jitter.zip")  # 'jitter' twice: a folder and an archive
+    process = run_rescore(phase, copy, tmp_path / "out", wait=False)
+    stdout, _ = process.communicate(timeout=600)
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert process.returncode == 1  # a name to settle: run again once it is
+    assert summary["names_clash"] == {"jitter": ["jitter", "jitter.zip"]} and "jitter" in summary["retry"]
+    assert summary["scored"] == 3 and not (tmp_path / "out" / "jitter").exists()
+
+
+def test_a_failed_submission_is_listed_without_a_score():
+    from types import SimpleNamespace
+
+    from evaluation.organizer import leaderboard
+
+    suite = SimpleNamespace(name="toy", ranking="score", higher_is_better=True)
+    entries = [
+        SimpleNamespace(name="good", status="scored", leaderboard={"score": 0.5}, private_leaderboard={}, message=None),
+        SimpleNamespace(
+            name="half", status="failed", leaderboard={"score": 0.9}, private_leaderboard={}, message="case 2 broken"
+        ),
+    ]
+    rows = leaderboard.write(Path(os.environ.get("TMPDIR", "/tmp")), suite, Path("phase"), entries, {})
+    assert [(r["rank"], r["submission"], r["score"], r["leaderboard"]) for r in rows] == [
+        (1, "good", 0.5, {"score": 0.5}),
+        (None, "half", None, {}),
+    ]
+
+
+@pytest.mark.slow
+def test_a_run_whose_workers_are_all_gone_gives_up_and_keeps_what_is_done(setup, tmp_path):
+    """An external scheduler with no worker: the run says so in the log, gives up after the
+    timeout with the units left for the next run, instead of waiting forever."""
+    from dask.distributed import LocalCluster
+
+    phase, subs, _ = setup
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None, host="127.0.0.1") as cluster:
+        started = time.monotonic()
+        summary = rescore.rescore(phase, subs, tmp_path / "out", scheduler=cluster.scheduler_address, worker_timeout=6)
+    assert time.monotonic() - started < 60
+    assert "no Dask worker for 6 s" in summary["gave_up"] and summary["scored"] == 0 and summary["retry"]
+
+
+@pytest.mark.slow
+def test_the_documented_loopback_cluster_scores(setup, tmp_path):
+    """docs/organizers.md's one-machine cluster: a scheduler and workers started with Dask's own
+    commands on loopback, no dashboard; rescore scores through it, and the scheduler is not
+    reachable on the machine's other addresses."""
+    import socket
+
+    phase, subs, single = setup
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    module = [sys.executable, "-m"]
+    started = [
+        subprocess.Popen([*module, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
+        subprocess.Popen([*module, "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}", "--host", "127.0.0.1",
+                          "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
+    ]  # fmt: skip
+    try:
+        summary = run_rescore(phase, subs, tmp_path / "out", "--scheduler", f"tcp://127.0.0.1:{port}")
+        assert (summary["scored"], summary["failed"], summary["rejected"]) == (4, 1, 1)
+        assert_identical_to_cli(tmp_path / "out", single)
+        others = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)} - {"127.0.0.1"}
+        for address in others:
+            with socket.socket() as attempt, pytest.raises(OSError):
+                attempt.settimeout(2)
+                attempt.connect((address, port))
+    finally:
+        for process in started:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)

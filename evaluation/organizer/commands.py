@@ -47,6 +47,12 @@ def parse_args(argv) -> argparse.Namespace:
     )
     rescore.add_argument("--workers", type=int, default=None, help="LocalCluster worker processes (default: the CPUs available)")
     rescore.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=300.0,
+        help="give up (keeping every unit done) after this many seconds without any Dask worker (default 300)",
+    )
+    rescore.add_argument(
         "--compare",
         type=Path,
         default=None,
@@ -163,7 +169,9 @@ def parse_args(argv) -> argparse.Namespace:
 def _rescore(args) -> int:
     from evaluation.organizer.rescore import rescore
 
-    summary = rescore(args.ground_truth, args.submissions, args.output, args.scheduler, args.workers)
+    summary = rescore(
+        args.ground_truth, args.submissions, args.output, args.scheduler, args.workers, worker_timeout=args.worker_timeout
+    )
     if args.compare is not None:
         from evaluation.organizer.compare import compare
 

@@ -32,13 +32,14 @@ def ranked(entries: list, key: str, higher_is_better: bool, board=lambda e: e.le
 def write(output: Path, suite: Suite, phase_folder: Path, entries: list, provenance: dict, private: bool = False) -> list[dict]:
     """One leaderboard as JSON and CSV; ``private``: from the submissions' private results."""
     board = (lambda e: e.private_leaderboard) if private else (lambda e: e.leaderboard)
+    shown = lambda e: board(e) if e.status == SCORED else {}  # noqa: E731 - a failed run's partial values are no score
     rows = [
         {
             "rank": rank,
             "submission": e.name,
             "status": e.status,
-            suite.ranking: board(e).get(suite.ranking),
-            "leaderboard": board(e),
+            suite.ranking: shown(e).get(suite.ranking),
+            "leaderboard": shown(e),
             "message": e.message,
         }
         for rank, e in ranked(entries, suite.ranking, suite.higher_is_better, board)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from evaluation import __version__, grading, log, machine, numba_cache, provenance, public, report, sealed, suites
 from evaluation import phase as phases
+from evaluation import progress as progresses
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 from evaluation.errors import PhaseError, SubmissionError, participant_file
@@ -65,20 +66,31 @@ def _digest(document) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+# What a re-run trusts to tell that an upload did not change (said in the run's summary).
+TRUSTED = "the size and modification time of data files, the content of metadata files (provenance.DEFINITION_SUFFIXES)"
+
+
 def listing(path: Path) -> list:
-    """(relative path, size, modification time) of every file under ``path`` (or of the file
-    itself): changes whenever content is replaced, without reading the data. The phase's
-    content-hash cache (``provenance.CACHE_NAME``) is not part of it."""
-    if path.is_file():
-        stat = path.stat()
-        return [[path.name, stat.st_size, stat.st_mtime_ns]]
-    return [[relative, info.st_size, info.st_mtime_ns] for relative, info in provenance.files(path)]
+    """(relative path, size, modification time or, for a metadata file, its content's SHA-256)
+    of every file under ``path`` (or of the file itself): changes whenever data is replaced,
+    without reading it, and whenever a metadata file changes, even to the same size with its
+    time restored. The phase's content-hash cache (``provenance.CACHE_NAME``) is not part of it."""
+    found = [(path.name, path.stat())] if path.is_file() else provenance.files(path)
+    root = path.parent if path.is_file() else path
+    return [
+        [relative, info.st_size, provenance.content_hash(root / relative) if _metadata(relative) else info.st_mtime_ns]
+        for relative, info in found
+    ]
 
 
-def phase_fingerprint(phase_folder: Path, overrides: dict | None = None) -> str:
-    """The grader version and the phase folder's listing, and options replaced on the command
-    line if any (``rescore(overrides=...)``)."""
-    found = {"grader": __version__, "phase": listing(phase_folder)}
+def _metadata(relative: str) -> bool:
+    return relative.lower().endswith(provenance.DEFINITION_SUFFIXES)
+
+
+def phase_fingerprint(fingerprint: dict, overrides: dict | None = None) -> str:
+    """The grader version and the phase's content fingerprint (``provenance.phase_fingerprint``),
+    and options replaced on the command line if any (``rescore(overrides=...)``)."""
+    found = {"grader": __version__, "phase": fingerprint["sha256"]}
     return _digest({**found, "overrides": overrides} if overrides else found)
 
 
@@ -169,22 +181,25 @@ def submission_name(path: Path) -> str:
     return path.name[: -len(suffix)]
 
 
-def discover(folder: Path, output: Path) -> list[Entry]:
-    """Every folder and archive (zip, tar) in ``folder`` (hidden ones skipped), by name."""
+def discover(folder: Path, output: Path) -> tuple[list[Entry], dict[str, list[str]]]:
+    """Every folder and archive (zip, tar) in ``folder`` (hidden ones skipped), by name; and the
+    names two or more uploads share (``team`` and ``team.zip``), which are not scored: which one
+    is meant is the organizer's to say."""
     if not folder.is_dir():
         raise PhaseError(f"the submissions folder {folder} does not exist")
-    found: dict[str, Path] = {}
+    found: dict[str, list[Path]] = {}
     for path in sorted(folder.iterdir()):
         if path.name.startswith("."):
             continue
         if not (path.is_dir() or is_archive(path)):
             _log.warning("not_a_submission", path=str(path))
             continue
-        name = submission_name(path)
-        if name in found:
-            raise PhaseError(f"two submissions are named {name!r}: {found[name].name} and {path.name}")
-        found[name] = path
-    return [Entry(name, path, _digest(listing(path)), output / name) for name, path in found.items()]
+        found.setdefault(submission_name(path), []).append(path)
+    clashes = {name: [p.name for p in paths] for name, paths in found.items() if len(paths) > 1}
+    entries = [
+        Entry(name, paths[0], _digest(listing(paths[0])), output / name) for name, paths in found.items() if len(paths) == 1
+    ]
+    return entries, clashes
 
 
 class Upload(Platform):
@@ -253,9 +268,21 @@ def finish(entry: Entry, suite: Suite, phase, phase_fp: str, fingerprint: dict) 
     else:
         (entry.output / sealed.PRIVATE_RESULTS_FILE).unlink(missing_ok=True)
     document = grading.metrics_document(suite, in_plan_order, summaries, made_by, True, entry.given_inputs)
-    organizers = report.json_bytes(scores, listing_infinities=True)  # an infinite case score stays infinite
-    report.write(entry.output, document, {**result.files, CASE_SCORES_FILE: organizers})
+    (entry.output / CASE_SCORES_FILE).unlink(missing_ok=True)  # this submission is unfinished until it is written again
+    report.write(entry.output, document, result.files)
+    scores["files"] = written_digests(
+        entry.output, [report.METRICS_FILE, *result.files, *([sealed.PRIVATE_RESULTS_FILE] if private else [])]
+    )
+    report.write_atomic(entry.output / CASE_SCORES_FILE, report.json_bytes(scores, listing_infinities=True))
+    _prune_units(entry, suite, phase_fp)
     _log.info("submission_scored", submission=entry.name, status=entry.status, units=len(entry.outcomes), reused=entry.reused)
+
+
+def written_digests(folder: Path, names) -> dict[str, str]:
+    """The SHA-256 of each file written for a submission: case_scores.json, written last,
+    holds them, so that a run killed while the files were being replaced leaves a set that
+    does not verify and is made again (``load_finished``), never an old score beside new files."""
+    return {name: provenance.content_hash(folder / name) for name in sorted(set(names))}
 
 
 def reject(entry: Entry, status: str, message: str, phase_fp: str) -> None:
@@ -270,6 +297,13 @@ def reject(entry: Entry, status: str, message: str, phase_fp: str) -> None:
         report.write_atomic(entry.output / REJECTED_FILE, report.json_bytes(record))
 
 
+def _files_verify(folder: Path, digests) -> bool:
+    """Every file case_scores.json lists is there, with the content it had when written."""
+    if not isinstance(digests, dict) or report.METRICS_FILE not in digests:
+        return False
+    return all((folder / name).is_file() and provenance.content_hash(folder / name) == sha for name, sha in digests.items())
+
+
 def load_finished(entry: Entry, phase_fp: str) -> bool:
     """Take a submission's results from disk if a previous run completed them for the same
     phase and the same submission."""
@@ -281,7 +315,7 @@ def load_finished(entry: Entry, phase_fp: str) -> bool:
         record = json.loads(path.read_text())
         if record.get("fingerprint") != expected or not record.get("complete", True):
             continue
-        if name == CASE_SCORES_FILE and not (entry.output / report.METRICS_FILE).is_file():
+        if name == CASE_SCORES_FILE and not _files_verify(entry.output, record.get("files")):
             continue
         entry.status, entry.message, entry.complete = record["status"], record.get("message"), True
         entry.leaderboard = record.get("leaderboard", {})
@@ -334,6 +368,17 @@ def _record_path(state: Path, entry: Entry, unit: str) -> Path:
     return state / "units" / entry.name / f"{unit}.json"
 
 
+def _prune_units(entry: Entry, suite: Suite, phase_fp: str) -> None:
+    """A finished submission keeps the units of this phase and upload only: those of an earlier
+    phase or version of the upload, and the temporary files of a worker killed while writing,
+    are removed."""
+    folder = entry.output.parent / STATE_DIR / "units" / entry.name
+    kept = {f"{unit_id(phase_fp, entry.fingerprint, suite.name, t.key, t.payload)}.json" for t in entry.plan.tasks}
+    for path in folder.iterdir() if folder.is_dir() else ():
+        if path.name not in kept:
+            path.unlink(missing_ok=True)
+
+
 def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: str, priority: int) -> dict:
     """Futures of the entry's units that are not on disk yet; the others become outcomes."""
     futures = {}
@@ -349,6 +394,50 @@ def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: st
         )
         futures[future] = (entry, task.key)
     return futures
+
+
+class _Watch:
+    """The run's view of its cluster while units are out: progress at a terminal (units done,
+    time left), a worker that goes away (in the log: on an external cluster it is otherwise
+    invisible), and no worker at all for ``timeout`` seconds (the run gives up, keeping what is
+    done, instead of waiting forever)."""
+
+    def __init__(self, progress, timeout: float):
+        self.progress, self.timeout = progress, timeout
+        self.total = self.done = self.lost = 0
+        self.workers: set[str] = set()
+        self.alone_since: float | None = None
+        self.gave_up = False
+
+    def finished(self, dask: "_Dask", futures: list) -> list:
+        """The futures that finished within the next poll (none when the run gave up)."""
+        from dask.distributed import wait
+
+        try:
+            done, _ = wait(futures, timeout=_POLL_S, return_when="FIRST_COMPLETED")
+        except TimeoutError:  # distributed's wait raises when nothing finished in time
+            done = set()
+        self.done += len(done)
+        self.progress.update(self.done, self.total)
+        self._look_at(dask)
+        return list(done)
+
+    def _look_at(self, dask: "_Dask") -> None:
+        now = set(dask.client.scheduler_info().get("workers", {}))
+        for address in sorted(self.workers - now):
+            self.lost += 1
+            _log.warning("worker_lost", worker=address, left=len(now))
+        self.workers = now
+        if now:
+            self.alone_since = None
+            return
+        self.alone_since = self.alone_since or time.monotonic()
+        waited = time.monotonic() - self.alone_since
+        _log.warning("no_worker", waited_s=round(waited), gives_up_after_s=self.timeout)
+        self.gave_up = waited >= self.timeout
+
+    def close(self) -> None:
+        self.progress.close()
 
 
 class _Dask:
@@ -387,6 +476,11 @@ def _collect(future, entry: Entry, key: str) -> None:
     future.release()
 
 
+# With no Dask worker left for this long, the run gives up (the units done are kept for the next).
+WORKER_TIMEOUT_S = 300.0
+_POLL_S = 5.0
+
+
 def rescore(
     phase_folder: Path,
     submissions: Path,
@@ -394,6 +488,7 @@ def rescore(
     scheduler: str | None = None,
     workers: int | None = None,
     overrides: dict | None = None,
+    worker_timeout: float = WORKER_TIMEOUT_S,
 ) -> dict:
     """Score every submission in ``submissions``; returns the run's summary. ``overrides``
     replaces phase options (``sensitivity`` re-scores under other definitions); they are part
@@ -406,15 +501,17 @@ def rescore(
     suite = suites.get(phase.suite)
     if phase.option("case_time_limit_s"):
         _log.warning("time_limit_not_enforced", reason="Dask tasks cannot be stopped; case_time_limit_s is ignored")
-    phase_fp = phase_fingerprint(phase_folder, overrides)
     fingerprint = provenance.phase_fingerprint(phase_folder)
+    phase_fp = phase_fingerprint(fingerprint, overrides)
     state = output / STATE_DIR
-    entries = discover(submissions, output)
+    entries, clashes = discover(submissions, output)
+    for name, paths in clashes.items():
+        _log.error("submission_names_clash", submission=name, uploads=paths)
     todo = [e for e in entries if not load_finished(e, phase_fp)]
     _log.info("rescore", suite=suite.name, submissions=len(entries), finished_before=len(entries) - len(todo))
-    computed = 0
     resources = Resources.detect(workers)  # planned as for a run with as many workers as the cluster's default
     dask = _Dask(scheduler, workers)
+    watch = _Watch(progresses.at_terminal("rescoring"), worker_timeout)
     try:
         futures = {}
         for index, entry in enumerate(todo):
@@ -424,16 +521,15 @@ def rescore(
             futures.update(_submit(dask, entry, suite, state, phase_fp, priority=-index))
             if len(entry.outcomes) == len(entry.plan.tasks):
                 finish(entry, suite, phase, phase_fp, fingerprint)
-        if futures:
-            from dask.distributed import as_completed
-
-            for future in as_completed(list(futures)):
+        watch.total = len(futures)
+        while futures and not watch.gave_up:
+            for future in watch.finished(dask, list(futures)):
                 entry, key = futures.pop(future)
                 _collect(future, entry, key)
-                computed += 1
                 if len(entry.outcomes) == len(entry.plan.tasks):
                     finish(entry, suite, phase, phase_fp, fingerprint)
     finally:
+        watch.close()
         dask.close()
     run_provenance = {
         "grader": provenance.build(),
@@ -444,13 +540,21 @@ def rescore(
     if any(e.private_leaderboard for e in entries):
         leaderboard.write(output, suite, phase_folder, entries, run_provenance, private=True)
     summary = {
-        "submissions": len(entries),
+        "submissions": len(entries) + sum(len(paths) for paths in clashes.values()),
         **{status: sum(e.status == status for e in entries) for status in (SCORED, FAILED, REJECTED, ERROR)},
-        "units_computed": computed,
+        "units_computed": watch.done,
         "units_reused": sum(e.reused for e in entries),
         "submissions_reused": len(entries) - len(todo),
+        "reuse_trusts": TRUSTED,
+        "workers_lost": watch.lost,
+        **(
+            {"gave_up": f"no Dask worker for {worker_timeout:g} s; {len(futures)} units left for the next run"}
+            if watch.gave_up
+            else {}
+        ),
+        **({"names_clash": clashes} if clashes else {}),
         "seconds": round(time.monotonic() - started, 3),
-        "retry": [e.name for e in entries if not e.complete],
+        "retry": [e.name for e in entries if not e.complete] + sorted(clashes),
     }
     _log.info("rescore_done", **summary)
     return summary
