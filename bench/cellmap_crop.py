@@ -25,7 +25,16 @@ grader's zarr reader) and the load average:
                                                          # voxels), uint64 truth, uint16 prediction
                                                          # (each nucleus shifted by up to 3 voxels)
     python bench/cellmap_crop.py --workload nuclei1000   # 1000^3, 30 nuclei + a 1000^3 semantic label
+    python bench/cellmap_crop.py --workload shifted1000  # 1000^3, 30 nuclei shifted, split and merged
+                                                         # + a 1000^3 semantic label (the anchor)
+    python bench/cellmap_crop.py --workload shifted600   # 600^3, 40 nuclei shifted, split and merged
     [--cache DIR]   keep the generated crop there and reuse it
+    [--repeat N]    run the command line N times (median and spread printed)
+
+The ``shifted`` crops perturb the prediction the way a model errs on large objects: every
+nucleus shifted by up to 3 voxels per axis and scaled by up to 3 %; a third of them cut into 2-4
+touching pieces with ids of their own (along random planes); pairs of nuclei placed a few voxels
+apart are merged into one id through a bridge; one nucleus dropped; small false positives.
 """
 
 import argparse
@@ -145,9 +154,11 @@ def verify_against_slow_path(truth, pred, sample, seed=1):
 # Large objects, chunk by chunk
 
 LARGE = {
-    # name: (edge, nuclei, with a semantic label of the crop's size)
-    "nuclei600": (600, 40, False),
-    "nuclei1000": (1000, 30, True),
+    # name: (edge, nuclei, with a semantic label of the crop's size, prediction perturbed beyond shifts)
+    "nuclei600": (600, 40, False, False),
+    "nuclei1000": (1000, 30, True, False),
+    "shifted600": (600, 40, False, True),
+    "shifted1000": (1000, 30, True, True),
 }
 LARGE_VOXEL_SIZE = (32.0, 32.0, 32.0)
 LARGE_CHUNK = 128
@@ -168,17 +179,104 @@ def nuclei(rng, edge: int, count: int):
     return placed, shifted
 
 
+def shifted_nuclei(rng, edge: int, count: int):
+    """Nuclei as ``nuclei`` places them, a fifth of them in close pairs (2-5 voxels apart), and a
+    prediction a model could give: every nucleus shifted by up to 3 voxels per axis and scaled
+    by 0.97-1.03; a third cut into 2-4 touching pieces along random parallel planes, each piece
+    an id of its own; each close pair merged into one id through a bridge (a capsule of radius
+    4-8 voxels between the centres); one nucleus dropped; a few small false positives. Shapes
+    are (id, centre, radii, cut) ellipsoids, ``cut`` None or (normal, low, high): only the
+    voxels with ``low <= (p - centre) . normal < high``; and (id, a, b, radius, "capsule")."""
+    placed, pairs = [], []
+    while len(placed) < count:
+        radius = rng.uniform(30, 72)
+        radii = radius * rng.uniform(0.85, 1.15, size=3)
+        if placed and len(pairs) < count // 10 and len(placed) % 5 == 1 and len(placed) + 1 < count:
+            # beside the last nucleus, 2-5 voxels from its surface along the line of the centres
+            _, other, other_radii = placed[-1]
+            direction = rng.normal(size=3)
+            direction /= np.linalg.norm(direction)
+            gap = rng.uniform(2, 5)
+            centre = other + direction * (other_radii.max() + radii.max() + gap)
+            pair = True
+        else:
+            centre = rng.uniform(radii + 1, edge - radii - 1)
+            pair = False
+        if np.any(centre - radii < 1) or np.any(centre + radii > edge - 1):
+            continue
+        others = placed[:-1] if pair else placed
+        if all(np.linalg.norm(centre - c) > r.max() + radii.max() + 4 for _, c, r in others):
+            placed.append((len(placed) + 1, centre, radii))
+            if pair:
+                pairs.append((len(placed) - 1, len(placed)))
+    truth = [(i, c, r, None) for i, c, r in placed]
+    merged = {b: a for a, b in pairs}
+    dropped = int(rng.choice([i for i, _, _ in placed if i not in merged and all(i != a for a, _ in pairs)]))
+    pred, next_id = [], count + 1
+    moved = {}
+    for i, c, r in placed:
+        c, r = c + rng.integers(-3, 4, size=3), r * rng.uniform(0.97, 1.03)
+        moved[i] = c
+        if i == dropped:
+            continue
+        if i in merged:  # takes the id of its partner, and a bridge of it joins them
+            pred.append((merged[i], c, r, None))
+            pred.append((merged[i], moved[merged[i]], c, rng.uniform(4, 8), "capsule"))
+            continue
+        if rng.random() < 1 / 3 and i not in (a for a, _ in pairs):
+            normal = rng.normal(size=3)
+            normal /= np.linalg.norm(normal)
+            extent = float(np.abs(normal * r).sum())
+            cuts = np.sort(rng.uniform(-0.6 * extent, 0.6 * extent, size=int(rng.integers(1, 4))))
+            bounds = [-np.inf, *cuts, np.inf]
+            for k, (low, high) in enumerate(zip(bounds[:-1], bounds[1:])):
+                label = i if k == 0 else next_id
+                next_id += k > 0
+                pred.append((label, c, r, (normal, low, high)))
+            continue
+        pred.append((i, c, r, None))
+    for _ in range(count // 5):  # false positives in free space (or on a nucleus: a wrong piece)
+        radii = rng.uniform(3, 8, size=3)
+        pred.append((next_id, rng.uniform(radii + 1, edge - radii - 1), radii, None))
+        next_id += 1
+    return truth, pred
+
+
+def _shape_box(shape):
+    if len(shape) == 5:  # capsule (id, a, b, radius, "capsule")
+        _, a, b, radius, _ = shape
+        return np.minimum(a, b) - radius, np.maximum(a, b) + radius
+    _, centre, radii = shape[:3]
+    return centre - radii, centre + radii
+
+
 def render(objects, origin, shape, dtype):
-    """The ellipsoids of ``objects`` on the block at ``origin`` (nothing else is computed)."""
+    """The shapes of ``objects`` (ellipsoids (id, centre, radii) or (id, centre, radii, cut),
+    capsules (id, a, b, radius, "capsule"); later ones over earlier ones) on the block at ``origin``
+    (nothing else is computed)."""
     block = np.zeros(shape, dtype)
     low_block, high_block = np.asarray(origin), np.asarray(origin) + np.asarray(shape)
-    for label, centre, radii in objects:
-        low = np.maximum(np.floor(centre - radii).astype(int), low_block)
-        high = np.minimum(np.ceil(centre + radii).astype(int) + 1, high_block)
+    for item in objects:
+        label = item[0]
+        lo, hi = _shape_box(item)
+        low = np.maximum(np.floor(lo).astype(int), low_block)
+        high = np.minimum(np.ceil(hi).astype(int) + 1, high_block)
         if np.any(high <= low):
             continue
         grid = np.ogrid[tuple(slice(a, b) for a, b in zip(low, high))]
-        inside = sum(((g - c) / r) ** 2 for g, c, r in zip(grid, centre, radii)) <= 1
+        if len(item) == 5:
+            _, a, b, radius, _ = item
+            axis = b - a
+            t = sum((g - s) * d for g, s, d in zip(grid, a, axis)) / max(float(axis @ axis), 1e-9)
+            t = np.clip(t, 0.0, 1.0)
+            inside = sum((g - s - t * d) ** 2 for g, s, d in zip(grid, a, axis)) <= radius**2
+        else:
+            centre, radii = item[1], item[2]
+            inside = sum(((g - c) / r) ** 2 for g, c, r in zip(grid, centre, radii)) <= 1
+            if len(item) == 4 and item[3] is not None:
+                normal, cut_low, cut_high = item[3]
+                along = sum((g - c) * n for g, c, n in zip(grid, centre, normal))
+                inside = inside & (along >= cut_low) & (along < cut_high)
         block[tuple(slice(a - o, b - o) for a, b, o in zip(low, high, origin))][inside] = label
     return block
 
@@ -196,13 +294,13 @@ def semantic_block(origin, shape, shift):
 def write_large(folder: Path, name: str, seed: int = 0) -> tuple[Path, Path]:
     """The phase (truth.zarr, manifest, phase.yaml) and submission of a large workload, chunk by
     chunk; reused when ``folder`` already holds it."""
-    edge, count, with_semantic = LARGE[name]
+    edge, count, with_semantic, perturbed = LARGE[name]
     phase, submission = folder / "phase", folder / "input" / "submission.zarr"
     if (folder / "complete").exists():
         return phase, submission.parent
     shutil.rmtree(folder, ignore_errors=True)
     rng = np.random.default_rng(seed)
-    truth_objects, pred_objects = nuclei(rng, edge, count)
+    truth_objects, pred_objects = (shifted_nuclei if perturbed else nuclei)(rng, edge, count)
     shape = (edge,) * 3
     attrs = {"voxel_size": list(LARGE_VOXEL_SIZE), "translation": [0.0, 0.0, 0.0]}
     labels = [("nuc", np.uint64, np.uint16)] + ([("cyto", np.uint8, np.uint8)] if with_semantic else [])
@@ -257,7 +355,7 @@ def load() -> str:
 
 
 def run_large(name: str, cache: Path | None) -> None:
-    edge, count, with_semantic = LARGE[name]
+    edge, count, with_semantic, _ = LARGE[name]
     folder = cache / name if cache else Path(tempfile.mkdtemp(prefix=f"cellmap-{name}-"))
     try:
         started = time.perf_counter()

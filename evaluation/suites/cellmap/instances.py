@@ -122,24 +122,29 @@ class Components:
         return tuple(slice(int(a), int(b)) for a, b in zip(row[:3], row[3:]))
 
 
-def _face_pairs(cur_labels, cur_values, cur_row0, nb_labels, nb_values, nb_row0) -> np.ndarray:
+def _face_pairs(cur_labels, cur_values, cur_origin, nb_labels, nb_values, nb_origin) -> np.ndarray:
     """Provisional ids (rows of pairs) of voxels that touch across a tile face with the same
     value: ``cur`` is the tile's face plane, ``nb`` the already scanned plane next to it; planes
-    are (rows, x) with their first row at ``cur_row0`` / ``nb_row0``; 26-connectivity pairs
-    every voxel with the 3 x 3 voxels facing it."""
+    are 2-D with their first element at ``cur_origin`` / ``nb_origin`` (crop coordinates of the
+    plane's two axes); 26-connectivity pairs every voxel with the 3 x 3 voxels facing it."""
     found = []
-    rows, width = cur_labels.shape
+    if not cur_labels.any():
+        return np.zeros((0, 2), np.int64)
+    rows, columns = cur_labels.shape
     for di in (-1, 0, 1):
-        shift = di + cur_row0 - nb_row0
+        shift = di + cur_origin[0] - nb_origin[0]
         lo, hi = max(0, -shift), min(rows, nb_labels.shape[0] - shift)
         if hi <= lo:
             continue
         for dj in (-1, 0, 1):
-            jl, jh = max(0, -dj), min(width, width - dj)
+            step = dj + cur_origin[1] - nb_origin[1]
+            jl, jh = max(0, -step), min(columns, nb_labels.shape[1] - step)
+            if jh <= jl:
+                continue
             a = cur_labels[lo:hi, jl:jh]
-            b = nb_labels[lo + shift : hi + shift, jl + dj : jh + dj]
+            b = nb_labels[lo + shift : hi + shift, jl + step : jh + step]
             touch = (a != 0) & (b != 0)
-            touch &= cur_values[lo:hi, jl:jh] == nb_values[lo + shift : hi + shift, jl + dj : jh + dj]
+            touch &= cur_values[lo:hi, jl:jh] == nb_values[lo + shift : hi + shift, jl + step : jh + step]
             if touch.any():
                 found.append(np.stack([a[touch], b[touch]], axis=1))
     if not found:
@@ -164,9 +169,19 @@ def tile_components(p: np.ndarray, special: bool = False, keep_runs: bool = Fals
     uint64 values above 2^63 overflow. A tile can hold a single foreground row where the whole
     prediction does not, so such a tile is labelled by the general algorithm (the row, an empty
     row and a distant dummy voxel, which ``cc3d`` numbers last); ``special`` applies the shortcut
-    instead, as the whole call does when the whole prediction has a single foreground row."""
+    instead, as the whole call does when the whole prediction has a single foreground row.
+
+    A tile one voxel wide along x is contiguous in both orders, and ``cc3d`` then reads it in
+    Fortran order (a column along z becomes its "row"); such a tile is labelled with a zero
+    column added, as the whole crop around it would be."""
+    if p.ndim == 3 and p.shape[-1] == 1 and p.size > 1:
+        padded = np.zeros(p.shape[:2] + (2,), p.dtype)
+        padded[..., :1] = p
+        labels, n, rows, _ = tile_components(padded, special, False)
+        labels = np.ascontiguousarray(labels[..., :1])
+        return labels, n, rows, label_stats.component_stats(labels, n, keep_runs)
     try:
-        labels, n = cc3d.connected_components(p, return_N=True)
+        labels, n = cc3d.connected_components(p, return_N=True, out_dtype=np.uint32)
         stats = label_stats.component_stats(labels, int(n), keep_runs)
         if stats[3] != 1:
             return labels, int(n), stats[3], stats
@@ -175,13 +190,15 @@ def tile_components(p: np.ndarray, special: bool = False, keep_runs: bool = Fals
     foreground = (_comparable(p) != 0).any(axis=-1)
     at = np.unravel_index(int(np.flatnonzero(foreground.ravel())[0]), foreground.shape)
     row = p[at]
-    stack = np.zeros((2 if special else 3, 1, row.size), p.dtype)
-    stack[0, 0] = row
+    # the dummy two planes away in a column of its own (a tile one voxel wide would otherwise
+    # make the stack a single row along z, labelled by the shortcut again)
+    stack = np.zeros((2, 1, row.size) if special else (3, 1, max(row.size, 2)), p.dtype)
+    stack[0, 0, : row.size] = row
     if not special:
         stack[2, 0, -1] = 1
-    labels, n = cc3d.connected_components(stack, return_N=True)
+    labels, n = cc3d.connected_components(stack, return_N=True, out_dtype=np.uint32)
     out = np.zeros(p.shape, labels.dtype)
-    out[at] = labels[0, 0]
+    out[at] = labels[0, 0, : row.size]
     n = int(n) - (0 if special else 1)
     return out, n, 1, label_stats.component_stats(out, n, keep_runs)
 
@@ -190,7 +207,8 @@ class _Scan:
     """Accumulates the tiles of one crop (see the module docstring)."""
 
     def __init__(self, shape, special: bool = False, record: bool = True):
-        self.shape, self.special, self.rows = tuple(shape), special, 0
+        self.shape, self.special = tuple(shape), special
+        self.multi_rows, self.single_rows = 0, set()  # rows holding foreground: see ``rows``
         self.tiles = []  # (box, provisional base) of every tile read
         # the runs along x of every truth id and every component, while they fit RUN_BYTES each
         self.truth_runs, self.pred_runs = ([], []) if record else (None, None)
@@ -199,26 +217,42 @@ class _Scan:
         self.tables, self.truth_rows, self.pairs, self.maxima = [], [], [], []
         self.n_truth = self.n_pred_fg = self.tp = self.total = 0
         self.count = 0  # provisional components so far
-        self.z_prev = self.z_cur = None  # (labels, values) of the last plane of the previous / current z-row
-        self.y_prev = None  # (labels, values) of the last row of the previous y-band in this z-row
-        self.row = None
+        # the last planes of what was scanned before, (labels, values): of the previous z-layer
+        # of tiles (the whole y-x plane), of the previous y-band in this layer (its z-range, all
+        # of x) and of the tile just before in this band (its z and y ranges), and where they are
+        self.layer = self.band = None
+        self.z_prev = self.z_cur = self.y_prev = self.y_cur = self.x_prev = None
 
-    def add(self, box, blocks, p: np.ndarray, truth_dtype) -> np.ndarray:
-        """Scan one tile: ``p`` the masked prediction, ``blocks`` (sub-box, masked truth on it)
-        for the parts of the tile where the truth may be nonzero (all zeros elsewhere). Returns
-        the tile's components (``cc3d``'s labels, numbered from 1 in this tile)."""
+    @property
+    def rows(self) -> int:
+        """The x-rows of the crop holding foreground, counted once where tiles split a row (at
+        least 2 when there are several)."""
+        return self.multi_rows + len(self.single_rows)
+
+    def add(self, box, blocks, p: np.ndarray | None, truth_dtype) -> np.ndarray | None:
+        """Scan one tile: ``p`` the masked prediction (None where it certainly holds only zeros),
+        ``blocks`` (sub-box, masked truth on it) for the parts of the tile where the truth may be
+        nonzero (all zeros elsewhere). Returns the tile's components (``cc3d``'s labels,
+        numbered from 1 in this tile; None without a prediction)."""
         origin = np.array([s.start for s in box], np.int64)
-        local, n, rows, (sizes, first, boxes, _, label_runs) = tile_components(p, self.special, self.pred_runs is not None)
-        self.rows += rows
         base = self.count
-        self.count += int(n)
         self.tiles.append((box, base))
-        # provisional ids base+1 .. base+n: sizes, boxes and first voxels in crop coordinates
-        coords = np.stack(np.unravel_index(first[1:], local.shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
-        self.sizes.append(sizes[1:])
-        self.first.append(np.ravel_multi_index(coords.T, self.shape).astype(np.int64) if n else np.zeros(0, np.int64))
-        self.boxes.append(boxes[1:] + np.concatenate([origin, origin]))
-        self.n_pred_fg += int(sizes.sum())
+        if p is not None:
+            local, n, rows, (sizes, first, boxes, _, label_runs) = tile_components(p, self.special, self.pred_runs is not None)
+            if rows == 1:  # the tile's foreground is one row: another tile may hold the rest of it
+                z, y, _ = np.unravel_index(int(first[1]), local.shape)
+                self.single_rows.add((int(z + origin[0]), int(y + origin[1])))
+            else:
+                self.multi_rows += rows
+            self.count += int(n)
+            # provisional ids base+1 .. base+n: sizes, boxes and first voxels in crop coordinates
+            coords = np.stack(np.unravel_index(first[1:], local.shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
+            self.sizes.append(sizes[1:])
+            self.first.append(np.ravel_multi_index(coords.T, self.shape).astype(np.int64) if n else np.zeros(0, np.int64))
+            self.boxes.append(boxes[1:] + np.concatenate([origin, origin]))
+            self.n_pred_fg += int(sizes.sum())
+        else:
+            local, n, label_runs = None, 0, None
         # contingency over the truth foreground, binary counts, truth boxes: one pass per block
         covered = 0
         for sub, block in blocks:
@@ -227,7 +261,10 @@ class _Scan:
             for z in range(0, block.shape[0], step):
                 t = block[z : z + step]
                 at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
-                part = local[tuple(slice(a - o, a - o + n) for a, o, n in zip(at, origin, t.shape))]
+                if local is None:
+                    part = np.zeros(t.shape, np.uint32)
+                else:
+                    part = local[tuple(slice(a - o, a - o + n) for a, o, n in zip(at, origin, t.shape))]
                 ids, truth_boxes, a, b, count, fg, runs = label_stats.overlaps(t, part, n)
                 self._record(0, runs, at)
                 self.tables.append((a, np.where(b > 0, b + base, 0), count))
@@ -238,13 +275,14 @@ class _Scan:
                 if t.size:
                     self.maxima.append(t.max())
                 covered += t.size
-        if covered < local.size:  # the rest of the tile is zero
+        size = volumes.box_size(box)
+        if covered < size:  # the rest of the tile is zero
             self.maxima.append(np.zeros(1, truth_dtype)[0])
-        self.total += int(local.size)
+        self.total += size
         if label_runs is not None:
             at, length, label = label_runs
             self._record(1, (at, length, label + base), origin)
-        self._faces(box, local, base, _comparable(p))
+        self._faces(box, local, base, None if p is None else _comparable(p))
         return local
 
     def _record(self, which: int, runs, origin) -> None:
@@ -267,37 +305,51 @@ class _Scan:
         """A tile where neither truth nor prediction has anything stored: all zeros."""
         self.maxima.append(np.zeros(1, truth_dtype)[0])
         self.total += volumes.box_size(box)
-        shape = volumes.box_shape(box)
-        zeros = _comparable(np.zeros((shape[0], shape[2]), pred_dtype))
-        self._faces(box, None, 0, zeros, empty=True)
+        self._faces(box, None, 0, None)
 
-    def _faces(self, box, local, base, p, empty: bool = False) -> None:
-        """Pairs across the tile's lower z and y faces; keeps its upper faces for the tiles after."""
+    def _faces(self, box, local, base, p) -> None:
+        """Pairs across the tile's lower z, y and x faces (26-connected: the faces' planes are
+        compared with what lies diagonally across them too, which the planes kept of whole
+        layers and bands hold); keeps its upper faces for the tiles after. A tile without
+        foreground (``local`` None) leaves zeros."""
 
         def provisional(plane):
             out = plane.astype(np.int64)
             out[plane != 0] += base
             return out
 
-        (z0, z1), (y0, y1) = (box[0].start, box[0].stop), (box[1].start, box[1].stop)
-        if self.row != (z0, z1):  # a new z-row of tiles
-            self.z_prev, self.z_cur, self.y_prev, self.row = self.z_cur, None, None, (z0, z1)
-        if empty:  # p: a zero row (z, x) of the values' dtype
-            if self.z_cur is None:
-                self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], p.dtype))
-            self.z_cur[0][y0:y1], self.z_cur[1][y0:y1] = 0, 0
-            self.y_prev = (np.zeros(p.shape, np.int64), p)
+        (z0, z1), (y0, y1), (x0, x1) = ((s.start, s.stop) for s in box)
+        if self.layer != (z0, z1):  # a new z-layer of tiles
+            self.z_prev, self.z_cur, self.layer, self.band, self.y_cur = self.z_cur, None, (z0, z1), None, None
+        if self.band != (y0, y1):  # a new y-band of tiles in this layer
+            self.y_prev, self.y_cur, self.band, self.x_prev = self.y_cur, None, (y0, y1), None
+        if local is None:
+            self.x_prev = None
             return
         if self.z_prev is not None:
-            lo, hi = max(0, y0 - 1), min(self.shape[1], y1 + 1)
+            ly, lx = max(0, y0 - 1), max(0, x0 - 1)
             nb_labels, nb_values = self.z_prev
-            self.pairs.append(_face_pairs(provisional(local[0]), p[0], y0, nb_labels[lo:hi], nb_values[lo:hi], lo))
+            region = (slice(ly, y1 + 1), slice(lx, x1 + 1))
+            self.pairs.append(_face_pairs(provisional(local[0]), p[0], (y0, x0), nb_labels[region], nb_values[region], (ly, lx)))
         if self.y_prev is not None:
-            self.pairs.append(_face_pairs(provisional(local[:, 0]), p[:, 0], z0, self.y_prev[0], self.y_prev[1], z0))
+            lx = max(0, x0 - 1)
+            nb_labels, nb_values = self.y_prev
+            self.pairs.append(
+                _face_pairs(
+                    provisional(local[:, 0]), p[:, 0], (z0, x0), nb_labels[:, lx : x1 + 1], nb_values[:, lx : x1 + 1], (z0, lx)
+                )
+            )
+        if self.x_prev is not None and self.x_prev[2] == x0:
+            self.pairs.append(
+                _face_pairs(provisional(local[:, :, 0]), p[:, :, 0], (z0, y0), self.x_prev[0], self.x_prev[1], (z0, y0))
+            )
         if self.z_cur is None:
             self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], p.dtype))
-        self.z_cur[0][y0:y1], self.z_cur[1][y0:y1] = provisional(local[-1]), p[-1]
-        self.y_prev = (provisional(local[:, -1]), p[:, -1].copy())
+        self.z_cur[0][y0:y1, x0:x1], self.z_cur[1][y0:y1, x0:x1] = provisional(local[-1]), p[-1]
+        if self.y_cur is None:
+            self.y_cur = (np.zeros((z1 - z0, self.shape[2]), np.int64), np.zeros((z1 - z0, self.shape[2]), p.dtype))
+        self.y_cur[0][:, x0:x1], self.y_cur[1][:, x0:x1] = provisional(local[:, -1]), p[:, -1]
+        self.x_prev = (provisional(local[:, :, -1]), p[:, :, -1].copy(), x1)
 
     def finish(self, voxel_size) -> "Instances":
         """Join the provisional components, number them as ``cc3d`` does and aggregate."""
@@ -522,24 +574,47 @@ class _StreamedSets:
                 for packed, runs, keys in ((out[g][0], found.truth_runs, [g]), (out[g][1], found.pred_runs, parts)):
                     self._pack_runs(packed, runs, keys, box)
             return out
+        # tiles may split x: each band of tiles (same z and y ranges) is unpacked whole, then packed
+        bands = {}
         for tile, base in found.tiles:
+            bands.setdefault((tile[0].start, tile[0].stop, tile[1].start, tile[1].stop), []).append((tile, base))
+        for band in bands.values():
+            self._pack_band(band, requests, out)
+        return out
+
+    def _pack_band(self, band, requests, out) -> None:
+        """The requested masks on one band of tiles, labelled again as the scan labelled them
+        (``tile_components`` and the scan's lookup table), packed into ``out``."""
+        found = self.found
+        first = band[0][0]
+        unpacked = {}
+        for tile, base in band:
             wanted = [r for r in requests if all(max(a.start, b.start) < min(a.stop, b.stop) for a, b in zip(tile, r[2]))]
             if not wanted:
                 continue
             local = tile_components(volumes._read(self.pred, tile, True), found.special)[0]
             t = volumes._read(self.truth, tile, True)
             for g, parts, box in wanted:
+                if g not in unpacked:  # the band's z and y ranges within the box, all of the box's x
+                    rows = tuple(slice(max(a.start, b.start), min(a.stop, b.stop)) for a, b in zip(first[:2], box[:2]))
+                    shape = volumes.box_shape(rows) + (box[2].stop - box[2].start,)
+                    unpacked[g] = (rows, np.zeros(shape, bool), np.zeros(shape, bool))
+                rows, a_mask, b_mask = unpacked[g]
                 region = tuple(slice(max(a.start, b.start), min(a.stop, b.stop)) for a, b in zip(tile, box))
                 in_tile = tuple(slice(r.start - a.start, r.stop - a.start) for r, a in zip(region, tile))
-                in_box = tuple(slice(r.start - b.start, r.stop - b.start) for r, b in zip(region, box))
+                in_band = tuple(slice(r.start - b.start, r.stop - b.start) for r, b in zip(region, (*rows, box[2])))
                 labels = local[in_tile]
                 numbers = found.lut[np.where(labels != 0, labels.astype(np.int64) + base, 0)]
-                b_mask = np.zeros(labels.shape, bool)
+                piece = np.zeros(labels.shape, bool)
                 for part in parts:
-                    b_mask |= numbers == part
-                out[g][0][in_box[:2]] = pack(t[in_tile] == g)
-                out[g][1][in_box[:2]] = pack(b_mask)
-        return out
+                    piece |= numbers == part
+                a_mask[in_band] = t[in_tile] == g
+                b_mask[in_band] = piece
+        for g, (rows, a_mask, b_mask) in unpacked.items():
+            box = next(r[2] for r in requests if r[0] == g)
+            at = tuple(slice(r.start - b.start, r.stop - b.start) for r, b in zip(rows, box[:2]))
+            out[g][0][at] = pack(a_mask)
+            out[g][1][at] = pack(b_mask)
 
     @staticmethod
     def _pack_runs(packed: np.ndarray, runs, keys, box, planes: int = 64) -> None:
@@ -625,21 +700,22 @@ class Instances:
         if len(truth.shape) == 2:
             planes = cls.scan(volumes.Planar(pred), volumes.Planar(truth), (1.0, *tuple(voxel_size)[-2:]))
             return dataclasses.replace(planes, cap=max_distance(voxel_size, truth.shape))
-        boxes = volumes.instance_tiles(truth)
         for special in (False, True):
+            # the whole call's single-row shortcut (``tile_components``) is only reproduced on whole rows
+            boxes = volumes.instance_tiles(truth, pred, split_x=not special)
             scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False
             for box in boxes:
-                if len(boxes) > 1 and not volumes.is_stored(truth, box) and not volumes.is_stored(pred, box):
-                    scan.add_empty(box, truth.dtype, pred.dtype)
-                    continue
                 if len(boxes) == 1:  # a single tile's arrays are kept for the distances
                     t, p = truth.read(box), pred.read(box)
                     kept = (t, scan.add(box, [(box, t)], p, truth.dtype))
-                else:  # buffers reused from tile to tile; the truth only where it is stored
-                    p = volumes._read(pred, box, True)
+                else:  # buffers reused from tile to tile; each array only where it is stored
+                    p = volumes._read(pred, box, True) if volumes.is_stored(pred, box) else None
+                    if p is None and not volumes.is_stored(truth, box):
+                        scan.add_empty(box, truth.dtype, pred.dtype)
+                        continue
                     blocks = ((sub, volumes._read(truth, sub, True)) for sub in volumes.regions(truth, box))
                     scan.add(box, blocks, p, truth.dtype)
-                risky |= p.dtype.kind == "f" and p.dtype.itemsize > 2 or p.dtype == np.uint64
+                risky |= pred.dtype.kind == "f" and pred.dtype.itemsize > 2 or pred.dtype == np.uint64
             # the whole call took cc3d's single-row shortcut (``tile_components``): again with it
             if special or scan.rows != 1 or not risky or sum(n > 1 for n in truth.shape) < 2:
                 break

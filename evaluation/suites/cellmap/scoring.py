@@ -37,7 +37,7 @@ def check(pair: Pair, version: Version) -> dict:
     phase cannot tell where the mask is empty); and the estimated seconds of scoring it."""
     truth, scored = open_pair(pair, version.INFER_SCALE_FROM_SHAPE)
     pred = open_prediction(pair, version.INFER_SCALE_FROM_SHAPE)
-    volumes.decode(pred, volumes.instance_tiles(truth) if pair.instance else volumes.semantic_tiles(truth, scored))
+    volumes.decode(pred, volumes.instance_tiles(truth, scored) if pair.instance else volumes.semantic_tiles(truth, scored))
     resampled = isinstance(pred.inner, (Resampled, BlockResampled))
     rate = INSTANCE_SECONDS_PER_GVOXEL if pair.instance else SEMANTIC_SECONDS_PER_GVOXEL
     return {"seconds": int(np.prod(pair.grid.shape)) / 1e9 * rate * (RESAMPLED_FACTOR if resampled else 1.0)}

@@ -39,6 +39,7 @@ Box = tuple[slice, ...]
 # components, contingency keys) and bytes per tile of the semantic pass. A crop of up to
 # TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
 TILE_VOXELS = 32 << 20
+SPARSE_TILE_VOXELS = 4 << 20  # tiles of a crop larger than one tile (``instance_tiles``)
 SEMANTIC_TILE_BYTES = 96 << 20
 CACHE_BYTES = 192 << 20  # decoded chunks kept for the per-instance reads of one array
 
@@ -328,9 +329,21 @@ def semantic_tiles(truth, pred) -> Iterator[Box]:
     return tiles(truth.shape, getattr(truth, "chunks", None), _semantic_tile_voxels(truth, pred))
 
 
-def instance_tiles(truth) -> list[Box]:
-    """The tiles of the instance pass (``instances.Instances.scan``), in the order it reads them."""
-    return list(tiles(truth.shape, getattr(truth, "chunks", None), TILE_VOXELS, split_x=False))
+def instance_tiles(truth, pred=None, split_x: bool = True) -> list[Box]:
+    """The tiles of the instance pass (``instances.Instances.scan``), in the order it reads them:
+    the whole crop when it fits in TILE_VOXELS; else tiles of about SPARSE_TILE_VOXELS (at
+    least a chunk of either array, at most TILE_VOXELS), aligned to the larger of the two
+    arrays' chunks on each axis, so that a tile where neither array stores a chunk is skipped
+    unread (large objects leave most of a crop empty) and no chunk is decoded twice where one
+    array's chunks are multiples of the other's. ``split_x=False``: x whole (the pass that
+    reproduces ``cc3d``'s single-row shortcut)."""
+    shape = tuple(int(n) for n in truth.shape)
+    if not split_x or math.prod(shape) <= TILE_VOXELS:
+        return list(tiles(shape, getattr(truth, "chunks", None), TILE_VOXELS, split_x=False))
+    grids = [tuple(int(c) for c in g) for g in (getattr(truth, "chunks", None), getattr(pred, "chunks", None)) if g]
+    unit = tuple(min(max(g[a] for g in grids), n) for a, n in enumerate(shape)) if grids else shape
+    budget = min(TILE_VOXELS, max(SPARSE_TILE_VOXELS, math.prod(unit)))
+    return list(tiles(shape, unit, budget))
 
 
 def decode(volume, boxes) -> None:
