@@ -291,9 +291,10 @@ def semantic_block(origin, shape, shift):
     return (field > 1.2).astype(np.uint8)
 
 
-def write_large(folder: Path, name: str, seed: int = 0) -> tuple[Path, Path]:
+def write_large(folder: Path, name: str, seed: int = 0, store_empty: bool = False) -> tuple[Path, Path]:
     """The phase (truth.zarr, manifest, phase.yaml) and submission of a large workload, chunk by
-    chunk; reused when ``folder`` already holds it."""
+    chunk; reused when ``folder`` already holds it. Chunks holding only zeros are not written,
+    unless ``store_empty`` (as zarr-python 2 wrote them by default)."""
     edge, count, with_semantic, perturbed = LARGE[name]
     phase, submission = folder / "phase", folder / "input" / "submission.zarr"
     if (folder / "complete").exists():
@@ -308,7 +309,9 @@ def write_large(folder: Path, name: str, seed: int = 0) -> tuple[Path, Path]:
     for label, truth_dtype, pred_dtype in labels:
         for root, dtype in ((phase / "truth.zarr", truth_dtype), (submission, pred_dtype)):
             group = zarr.open_group(str(root), mode="a", zarr_format=2)
-            array = group.create_array(f"crop1/{label}", shape=shape, dtype=dtype, chunks=(LARGE_CHUNK,) * 3)
+            array = group.create_array(
+                f"crop1/{label}", shape=shape, dtype=dtype, chunks=(LARGE_CHUNK,) * 3, config={"write_empty_chunks": store_empty}
+            )
             array.attrs.update({**attrs, "shape": list(shape)})
             arrays[(root.name, label)] = array
     for origin in np.ndindex(*[-(-edge // LARGE_CHUNK)] * 3):
@@ -321,7 +324,7 @@ def write_large(folder: Path, name: str, seed: int = 0) -> tuple[Path, Path]:
             else:
                 blocks = (semantic_block(origin, extent, (0, 0, 0)), semantic_block(origin, extent, (1, -1, 2)))
             for root_name, block in zip(("truth.zarr", "submission.zarr"), blocks):
-                if block.any():
+                if store_empty or block.any():
                     arrays[(root_name, label)][region] = block
     rows = "".join(f"1,bench,{label},[32.0;32.0;32.0],[0.0;0.0;0.0],[{edge};{edge};{edge}]\n" for label, _, _ in labels)
     (phase / "manifest.csv").write_text("crop_name,dataset,class_label,voxel_size,translation,shape\n" + rows)
@@ -354,32 +357,48 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_large(name: str, cache: Path | None) -> None:
+def spread(values) -> str:
+    """The median of ``values`` and their range, as the tables quote them."""
+    values = sorted(values)
+    median = float(np.median(values))
+    return f"{median:.2f} s" + (f" ({values[0]:.2f}-{values[-1]:.2f}, {len(values)} runs)" if len(values) > 1 else "")
+
+
+def run_large(name: str, cache: Path | None, store_empty: bool = False, repeat: int = 1) -> None:
     edge, count, with_semantic, _ = LARGE[name]
-    folder = cache / name if cache else Path(tempfile.mkdtemp(prefix=f"cellmap-{name}-"))
+    stem = name + ("-every-chunk" if store_empty else "")
+    folder = cache / stem if cache else Path(tempfile.mkdtemp(prefix=f"cellmap-{stem}-"))
     try:
         started = time.perf_counter()
-        phase, submission = write_large(folder, name)
+        phase, submission = write_large(folder, name, store_empty=store_empty)
         print(
             f"{name}: {edge}^3 at 32 nm, {count} nuclei (uint64 truth, uint16 prediction)"
             + (f" and a {edge}^3 semantic label" if with_semantic else "")
+            + (", every chunk stored" if store_empty else "")
             + f"; data ready in {time.perf_counter() - started:.1f} s"
         )
         print(f"floor (decoding every array once)      {decoding_floor(phase, submission):8.2f} s   [{load()}]")
-        done = run_cli(submission, phase, folder / "out", prefix=("prlimit", f"--data={GC_DATA_LIMIT}"))
-        print(f"command line under prlimit --data={GC_DATA_LIMIT}: {done['seconds']:8.2f} s  exit {done['exit']}   [{load()}]")
-        for line in done["log"].splitlines():
-            if "task_finished" in line and "{" in line:
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                print(
-                    f"  task {event['task']:14s} {event['seconds']:8.2f} s  peak {event['peak_rss_mb']:6d} MB  "
-                    f"estimate {event['estimate_mb']:6d} MB  {'ok' if event['ok'] else 'FAILED'}"
-                )
-        if done["exit"] != 0:
-            print((done["log"] + done["stderr"])[-3000:])
+        runs, tasks, peaks = [], {}, {}
+        for _ in range(repeat):
+            done = run_cli(submission, phase, folder / "out", prefix=("prlimit", f"--data={GC_DATA_LIMIT}"))
+            runs.append(done["seconds"])
+            print(
+                f"command line under prlimit --data={GC_DATA_LIMIT}: {done['seconds']:8.2f} s  exit {done['exit']}   [{load()}]"
+            )
+            if done["exit"] != 0:
+                print((done["log"] + done["stderr"])[-3000:])
+            for line in done["log"].splitlines():
+                if "task_finished" in line and "{" in line:
+                    try:
+                        event = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    tasks.setdefault(event["task"], []).append(event["seconds"])
+                    peaks.setdefault(event["task"], []).append((event["peak_rss_mb"], event["estimate_mb"], event["ok"]))
+        print(f"command line: {spread(runs)}")
+        for task, seconds in tasks.items():
+            peak, estimate, ok = max(peaks[task])
+            print(f"  task {task:14s} {spread(seconds)}  peak {peak} MB  estimate {estimate} MB  {'ok' if ok else 'FAILED'}")
         metrics = folder / "out" / "metrics.json"
         if metrics.exists():
             case = json.loads(metrics.read_text())["case"]["crop1"]
@@ -407,12 +426,16 @@ def main():
         help="crop256: the crop of --size with --instances; or one of the large-object crops",
     )
     parser.add_argument("--cache", type=Path, help="large workloads: generate into (and reuse from) this folder")
+    parser.add_argument(
+        "--store-empty-chunks", action="store_true", help="large workloads: write chunks of zeros too (zarr-python 2's default)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="large workloads: command-line runs (median and range printed)")
     args = parser.parse_args()
     if args.workload in LARGE:
         if args.write:
-            print("wrote", *write_large(args.write, args.workload))
+            print("wrote", *write_large(args.write, args.workload, store_empty=args.store_empty_chunks))
         else:
-            run_large(args.workload, args.cache)
+            run_large(args.workload, args.cache, args.store_empty_chunks, args.repeat)
         return
 
     truth, pred = make_crop(args.size, args.instances, args.seed)

@@ -245,7 +245,9 @@ def check(pair, description):
 
 @pytest.fixture(params=["whole", "tiles", "tiles-reread", "tiles-sparse"])
 def tiling(request, monkeypatch):
-    """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces;
+    """``tiles``: tiles of a few hundred voxels, so that every object crosses tile faces, and
+    union boxes above 100 voxels measured on each set's own box (branch and bound down to
+    single voxels) or, above 200 voxels a set, as packed masks;
     ``tiles-reread``: the distances read the volumes again instead of the recorded runs;
     ``tiles-sparse``: every instance measured by the sparse path (sets gathered box by box)."""
     if request.param.startswith("tiles"):
@@ -254,6 +256,10 @@ def tiling(request, monkeypatch):
 
         monkeypatch.setattr(volumes, "TILE_VOXELS", 300)
         monkeypatch.setattr(volumes, "SEMANTIC_TILE_BYTES", 2000)
+        monkeypatch.setattr(hausdorff, "DENSE_BOX", 100)
+        monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 0)
+        monkeypatch.setattr(hausdorff, "FEW_POINTS", 1)
+        monkeypatch.setattr(hausdorff, "LEVELS", (4, 3, 2))
         # boxes above 200 voxels as packed masks, 4 planes at a time, outside voxels kept up to 40
         monkeypatch.setattr(hausdorff, "BOX_VOXELS", 200)
         monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4)
@@ -433,13 +439,22 @@ def _blobs(rng, shape, count, radius):
     return volume
 
 
-@pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt"])
+@pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt", "own", "packed"])
 @pytest.mark.parametrize("seed", sampled(range(30), 3))
 def test_hausdorff_search_paths_equal_the_reference_algorithm(seed, path, monkeypatch):
     from evaluation.metrics import hausdorff
 
     if path == "scan-gives-up":  # the compiled scan stops part-way and the k-d tree takes over
         monkeypatch.setattr(hausdorff, "SCAN_STEPS", 0.02)
+    elif path in ("own", "packed"):  # each set on its own box; or bit-packed masks of the union box
+        monkeypatch.setattr(hausdorff, "DENSE_BOX", 0)
+        monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 0)
+        monkeypatch.setattr(hausdorff, "FEW_POINTS", int(np.random.default_rng(seed).integers(0, 20)))
+        monkeypatch.setattr(hausdorff, "LEVELS", (8, 5, 3, 2))
+        if path == "packed":
+            monkeypatch.setattr(hausdorff, "BOX_VOXELS", 0)
+            monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4)
+            monkeypatch.setattr(hausdorff, "KEEP_POINTS", int(np.random.default_rng(seed).integers(0, 300)))
     elif path != "scan":
         monkeypatch.setattr(hausdorff, "SCAN_BOX", 0)
     monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 10**9 if path == "direct" else 0)

@@ -194,6 +194,34 @@ def test_compiled_scan_is_the_smallest_reference_distance_exactly(seed):
     assert found == expected if expected < cap else found >= cap
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_branch_and_bound_finds_the_farthest_voxel_exactly(seed, monkeypatch):
+    """``_farthest`` over cells coarse to fine (each cell's point measured, the cell's diagonal
+    bounding the rest) gives the largest smallest distance to the bit, for sets far apart or
+    overlapping, in any voxel size; with a cap, a value at or above it."""
+    monkeypatch.setattr(hausdorff_module, "DIRECT_QUERIES", 0)
+    monkeypatch.setattr(hausdorff_module, "FEW_POINTS", seed % 5)
+    monkeypatch.setattr(hausdorff_module, "LEVELS", ((16, 8, 4, 2), (5, 3, 2), (7,), (4, 4, 1))[seed % 4])
+    rng = np.random.default_rng(seed)
+    vs = np.array([(8.0, 8.0, 8.0), (1.74, 2.0, 2.0), (3.0, 1.0, 7.5), (0.3, 0.7, 0.11)][seed % 4])
+    shape = tuple(int(n) for n in rng.integers(12, 40, 3))
+    grid = np.indices(shape)
+    source, target = np.zeros(shape, bool), np.zeros(shape, bool)
+    for mask, count in ((source, rng.integers(1, 4)), (target, rng.integers(1, 4))):
+        for _ in range(count):
+            centre, radii = rng.uniform(0, shape), rng.uniform(1, 9, 3)
+            mask |= sum(((g - c) / r) ** 2 for g, c, r in zip(grid, centre, radii)) <= 1
+    if not target.any():
+        target[0, 0, 0] = True
+    expected = _farthest_by_brute_force(source, target, vs)
+    nearest = hausdorff_module._Nearest(np.argwhere(hausdorff_module.inner_boundary(target)), vs)
+    points = np.argwhere(source & ~target)
+    assert hausdorff_module._farthest(points, nearest, math.inf) == expected
+    cap = expected / 2 if expected else 1.0
+    found = hausdorff_module._farthest(points, nearest, cap)
+    assert found == expected if expected < cap else found >= cap
+
+
 def test_compiled_scan_gives_up_past_its_budget_and_the_tree_answers():
     """A lone target voxel in a corner: every line of the box is far from it, the scan exceeds
     its budget of steps per voxel and the k-d tree gives the same distance."""

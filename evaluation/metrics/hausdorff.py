@@ -61,6 +61,7 @@ Box = tuple[slice, ...]
 # other set: a few single voxels in a large empty box); the k-d tree then takes over.
 SCAN_BOX = 1 << 20
 SCAN_STEPS = 16
+DENSE_BOX = SCAN_BOX  # union boxes of up to this many voxels are searched whole (``_plan``)
 POINT_STEPS = 256  # the compiled search among far-apart sets' points: steps per point before the tree
 # A union box this many times larger than the boxes of its parts is searched with a k-d tree.
 SPARSE_BOX_FACTOR = 32
@@ -71,7 +72,9 @@ EDT_SHARE = 1 / 24
 # Candidates of the float32 EDT: squared distances within this relative margin of its maximum
 # (its error is about 1e-7 relative; the margin is 500 times that).
 EDT_MARGIN = 1e-4
-CELL = 2  # edge of the cells of the Lipschitz bound, in voxels
+CELL = 2  # edge of the cells of the Lipschitz bound of large boxes' two passes, in voxels
+LEVELS = (16, 8, 4, 2)  # edges of the cells of the branch and bound over outside voxels, coarse to fine
+FEW_POINTS = 256  # outside voxels the branch and bound measures one by one
 THREADS = 1  # threads for the EDT and the tree queries (set by the caller for its task)
 # A union box of more voxels is handled as bit-packed masks, slab by slab (a Voronoi-like cell
 # can span a 1000^3 crop: its masks and their derived arrays would take gigabytes).
@@ -168,24 +171,47 @@ class _Nearest:
 
 def _farthest(points: np.ndarray, nearest: _Nearest, cap: float) -> float:
     """max over ``points`` of the exact distance, or a value >= cap as soon as one is seen.
-    Many points: one per CELL^3 cell first; a cell whose voxels are all within ``rho`` (the
-    cell's diagonal) of its representative cannot exceed the representative's distance + rho,
-    so only cells that could beat the best representative are searched (1-Lipschitz bound)."""
+    Many points: branch and bound over cells, coarse to fine (LEVELS, in voxels): one point
+    per cell is measured, and no voxel of the cell can be farther than that point's distance
+    + the cell's diagonal (the distance is 1-Lipschitz), so only cells that could beat the best
+    distance measured go on to the next level; the last survivors are measured one by one. A
+    far set (half a nucleus away from the other half) is decided by a few thousand
+    measurements instead of one per voxel; the work per level is a few passes over the
+    survivors' coordinates, axis by axis."""
     if len(points) <= DIRECT_QUERIES:
         return float(nearest(points).max()) if len(points) else 0.0
-    cells = points // CELL
-    keys = np.ravel_multi_index(tuple((cells - cells.min(axis=0)).T), tuple(np.ptp(cells, axis=0) + 1))
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    at_first = nearest(points[first])
-    best = float(at_first.max())
-    if best >= cap:
-        return best
-    # each voxel is within its own offset from its cell's representative (a bound per voxel, not
-    # per cell, margins for the rounding of the reference arithmetic)
-    inverse = inverse.ravel()
-    reach = _distance(points - points[first][inverse], nearest.vs)
-    candidates = points[at_first[inverse] + reach * (1 + 1e-9) + 1e-9 * best > best]
-    return max(best, float(nearest(candidates).max())) if len(candidates) else best
+    columns = [np.ascontiguousarray(points[:, axis]) for axis in range(points.shape[1])]
+    chosen = np.arange(len(points))
+    best = 0.0
+    for cell in LEVELS:
+        if len(chosen) <= FEW_POINTS:
+            break
+        cells = [column[chosen] // cell for column in columns]
+        key = np.zeros(len(chosen), np.int64)
+        for c in cells:
+            low, extent = int(c.min()), int(c.max() - c.min()) + 1
+            key *= extent
+            key += c - low
+        size = int(key.max()) + 1
+        if size <= 8 * len(chosen) + 4096:  # a dense table of the cells: no sort
+            rep = np.full(size, -1, np.int64)
+            rep[key] = np.arange(len(chosen))
+            occupied = np.flatnonzero(rep >= 0)
+            measured = nearest(points[chosen[rep[occupied]]])
+            at_cell = np.empty(size)
+            at_cell[occupied] = measured
+            at = at_cell[key]
+        else:
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            measured = nearest(points[chosen[first]])
+            at = measured[inverse.ravel()]
+        best = max(best, float(measured.max()))
+        if best >= cap:
+            return best
+        # margins for the rounding of the reference arithmetic
+        diagonal = math.sqrt(float(np.sum(((cell - 1) * nearest.vs) ** 2)))
+        chosen = chosen[at + diagonal * (1 + 1e-9) + 1e-9 * best > best]
+    return max(best, float(nearest(points[chosen]).max())) if len(chosen) else best
 
 
 @numba.njit(inline="always")
@@ -458,7 +484,13 @@ def _hausdorff_sparse(sets, g: int, box_a: Box, parts, vs: np.ndarray, cap: floa
 
 def _plan(sets, g: int, vs: np.ndarray, cap: float):
     """How ``d_g`` is found: (value, None) when decided without looking at voxels, else
-    (None, (parts, box_a, union box, sparse))."""
+    (None, (parts, box_a, union box, mode)), mode one of
+
+    - ``sparse``: small sets far apart (the union box mostly empty): point to point;
+    - ``dense``: a union box of up to DENSE_BOX voxels (the compiled scan takes it whole);
+    - ``own``: each set on its own box (up to BOX_VOXELS each), never on the union box, which
+      a piece far from its truth (an unmatched component whose id is the truth's) makes huge;
+    - ``packed``: sets too large for their own boxes: bit-packed masks of the union box."""
     parts = sets.parts(g)
     if len(parts) == 0:
         return cap, None
@@ -467,16 +499,72 @@ def _plan(sets, g: int, vs: np.ndarray, cap: float):
     if box_gap(box_a, box_b, vs) >= cap:
         return cap, None
     box = _union([box_a, box_b])
-    sparse = _volume(box) > SPARSE_BOX_FACTOR * (_volume(box_a) + sum(map(_volume, part_boxes)))
-    return None, (parts, box_a, box, sparse)
+    own = _volume(box_a) + sum(map(_volume, part_boxes))
+    if _volume(box) > SPARSE_BOX_FACTOR * own and own <= SCAN_BOX:
+        mode = "sparse"
+    elif _volume(box) <= DENSE_BOX:
+        mode = "dense"
+    elif max(_volume(box_a), *map(_volume, part_boxes)) <= BOX_VOXELS:
+        mode = "own"
+    else:
+        mode = "packed"
+    return None, (parts, box_a, box, mode)
+
+
+def _grown(box: Box, shape) -> Box:
+    """``box`` one voxel larger on every side, within the crop: it holds every 6-neighbour of
+    the set it bounds that the distances can need (module docstring)."""
+    return tuple(slice(max(s.start - 1, 0), min(s.stop + 1, n)) for s, n in zip(box, shape))
+
+
+def _within(mask: np.ndarray, box: Box, other: Box) -> np.ndarray:
+    """``mask`` (on ``box``) on the box ``other``, False outside ``box``."""
+    out = np.zeros(tuple(s.stop - s.start for s in other), bool)
+    source, target = [], []
+    for s, o in zip(box, other):
+        lo, hi = max(s.start, o.start), min(s.stop, o.stop)
+        if hi <= lo:
+            return out
+        source.append(slice(lo - s.start, hi - s.start))
+        target.append(slice(lo - o.start, hi - o.start))
+    out[tuple(target)] = mask[tuple(source)]
+    return out
+
+
+def _hausdorff_own(sets, g: int, box_a: Box, parts, vs: np.ndarray, cap: float) -> float:
+    """``d_g`` from each set on its own box (grown by a voxel), never on their union: A's
+    boundary and A minus B on A's box; each part's boundary (the boundary of B lies within
+    theirs, and theirs within B: the nearest voxel of B is found among them) and the part minus
+    A on the part's box; then the farthest outside voxel each way (``_farthest``)."""
+    shape = sets.shape
+    at_a = _grown(box_a, shape)
+    a = sets.truth_mask(at_a, g)
+    outside = a & ~sets.b_mask(at_a, g, parts)
+    targets, sources = [], []
+    for p in parts:
+        at_p = _grown(sets.part_box(p), shape)
+        b = sets.b_mask(at_p, g, [p])
+        targets.append(coordinates(inner_boundary(b)) + _origin(at_p))
+        sources.append(coordinates(b & ~_within(a, at_a, at_p)) + _origin(at_p))
+    d = 0.0
+    if outside.any():
+        d = _farthest(coordinates(outside) + _origin(at_a), _Nearest(np.concatenate(targets), vs), cap)
+    del outside
+    if d < cap:
+        inside_out = np.concatenate(sources)
+        if len(inside_out):
+            d = max(d, _farthest(inside_out, _Nearest(coordinates(inner_boundary(a)) + _origin(at_a), vs), cap))
+    return d
 
 
 def _one(sets, g: int, how, vs: np.ndarray, cap: float) -> float:
     """``d_g`` before its float32 rounding, as ``_plan`` planned it (not for large boxes:
     ``_packed_pair``)."""
-    parts, box_a, box, sparse = how
-    if sparse:
+    parts, box_a, box, mode = how
+    if mode == "sparse":
         d = _hausdorff_sparse(sets, g, box_a, parts, vs, cap)
+    elif mode == "own":
+        d = _hausdorff_own(sets, g, box_a, parts, vs, cap)
     else:
         in_a, in_b = sets.truth_mask(box, g), sets.b_mask(box, g, parts)
         d = _directed_dense(in_a, in_b, vs, cap)
@@ -570,7 +658,7 @@ def capped_hausdorff_sets(sets, ids, voxel_size, cap: float, threads: int = 1) -
     large = []
     for i, g in enumerate(keys):
         values[i], hows[i] = _plan(sets, g, vs, cap)
-        if hows[i] is not None and not hows[i][3] and _volume(hows[i][2]) > BOX_VOXELS:
+        if hows[i] is not None and hows[i][3] == "packed":
             large.append((i, g, hows[i][0], hows[i][2]))
     # large boxes one at a time, their masks built in as few passes as their memory allows
     for batch in _batches(large):

@@ -237,6 +237,8 @@ class _Scan:
         origin = np.array([s.start for s in box], np.int64)
         base = self.count
         self.tiles.append((box, base))
+        if p is not None and not _comparable(p).any():  # stored, but zeros: nothing to label
+            p = None
         if p is not None:
             local, n, rows, (sizes, first, boxes, _, label_runs) = tile_components(p, self.special, self.pred_runs is not None)
             if rows == 1:  # the tile's foreground is one row: another tile may hold the rest of it
@@ -260,6 +262,11 @@ class _Scan:
             step = max(1, OVERLAP_VOXELS // max(1, block[0].size))
             for z in range(0, block.shape[0], step):
                 t = block[z : z + step]
+                covered += t.size
+                if t.size:
+                    self.maxima.append(top := t.max())
+                    if not top > 0:  # no truth foreground here (chunks of zeros are often stored)
+                        continue
                 at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
                 if local is None:
                     part = np.zeros(t.shape, np.uint32)
@@ -272,9 +279,6 @@ class _Scan:
                 self.tp += int(count[b > 0].sum())
                 if ids.size:
                     self.truth_rows.append((ids, truth_boxes + np.concatenate([at, at])))
-                if t.size:
-                    self.maxima.append(t.max())
-                covered += t.size
         size = volumes.box_size(box)
         if covered < size:  # the rest of the tile is zero
             self.maxima.append(np.zeros(1, truth_dtype)[0])
