@@ -43,6 +43,10 @@ _log = log.get("evaluation")
 
 CONTAINER_INPUT = Path("/input")
 CONTAINER_OUTPUT = Path("/output")
+# Set by the commands after which the process may end without the interpreter's teardown
+# (``__main__``): grading and the preflight close what they open; the organizer's commands
+# (Dask clusters) and the server do not qualify.
+FAST_EXIT: dict = {}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -213,6 +217,7 @@ def main(argv=None) -> int:
         return invoke.serve(argv[1:])
     if argv and argv[0] == "publish":
         return preflight.publish_command(argv[1:])
+    FAST_EXIT["allowed"] = True
     if argv and argv[0] == "check":
         args = preflight.parse_check_args(argv[1:])
         if args.score:
@@ -228,6 +233,7 @@ def run(args: argparse.Namespace, action) -> int:
     line every failure ends in: 2 and the participant's line for a submission error, 1 and the
     neutral line for anything else (its cause in the log)."""
     log.configure(args.log_level)
+    provenance.start()  # the source checkout's git state, asked for now and read when the results are written
     numba_cache.use_install_cache(numba_cache.compiled_folders())  # before any kernel module is imported
     try:
         platform = platforms.detect(args.platform, args.input, args.ground_truth, args.output)

@@ -238,8 +238,16 @@ def _axis1_min(g, z, y, x, vy):
         d += 1
 
 
-@numba.njit(cache=True, nogil=True)
 def _scan_farthest(source, target, vs, cap, budget):
+    """``_scan_kernel`` with its work arrays (allocated here: a kernel that allocates arrays
+    takes twice as long to compile, which the first run after an install pays)."""
+    nz, ny, nx = target.shape
+    work = np.empty((nz, ny, nx)), np.empty((nz, ny, nx)), np.empty((ny, nx), np.int64)
+    return _scan_kernel(source, target, vs, cap, budget, *work)
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_kernel(source, target, vs, cap, budget, g, h, last):
     """max over the voxels of ``source & ~target`` of their distance to ``target`` (3-D,
     both on one box), or -1.0 after more than ``budget`` steps; a value >= cap as soon as
     one is found.
@@ -252,15 +260,18 @@ def _scan_farthest(source, target, vs, cap, budget):
     minima are computed only where axis 2 reads them, and a voxel is dropped as soon as it
     cannot beat the largest distance found."""
     nz, ny, nx = target.shape
-    g = np.empty((nz, ny, nx))
-    last = np.full((ny, nx), -1, np.int64)
+    for y in range(ny):
+        for x in range(nx):
+            last[y, x] = -1
     for z in range(nz):  # axis 0: down, then up
         for y in range(ny):
             for x in range(nx):
                 if target[z, y, x]:
                     last[y, x] = z
-                g[z, y, x] = np.inf if last[y, x] < 0 else _square((z - last[y, x]) * vs[0])
-    last[:] = -1
+                g[z, y, x] = math.inf if last[y, x] < 0 else _square((z - last[y, x]) * vs[0])
+    for y in range(ny):
+        for x in range(nx):
+            last[y, x] = -1
     for z in range(nz - 1, -1, -1):
         for y in range(ny):
             for x in range(nx):
@@ -268,7 +279,10 @@ def _scan_farthest(source, target, vs, cap, budget):
                     last[y, x] = z
                 if last[y, x] >= 0:
                     g[z, y, x] = min(g[z, y, x], _square((last[y, x] - z) * vs[0]))
-    h = np.full((nz, ny, nx), -1.0)  # axis 1's minima where axis 2 has asked for them
+    for z in range(nz):  # axis 1's minima where axis 2 has asked for them
+        for y in range(ny):
+            for x in range(nx):
+                h[z, y, x] = -1.0
     top, steps = 0.0, 0
     for z in range(nz):
         for y in range(ny):
@@ -276,7 +290,7 @@ def _scan_farthest(source, target, vs, cap, budget):
                 if not source[z, y, x] or target[z, y, x]:
                     continue
                 d = 0
-                best = np.inf
+                best = math.inf
                 while best > top:
                     t = _square(d * vs[2])
                     if t >= best or (x < d and x + d >= nx):
@@ -310,9 +324,15 @@ def _points_farthest(outside, boundary, vs, cap, budget):
     top, steps = 0.0, 0
     for i in range(outside.shape[0]):
         z, y, x = outside[i, 0], outside[i, 1], outside[i, 2]
-        hi = np.searchsorted(boundary[:, 0], z)
+        lo, hi = 0, m
+        while lo < hi:  # the first boundary point at or past z (no np.searchsorted: it doubles the compile time)
+            mid = (lo + hi) // 2
+            if boundary[mid, 0] < z:
+                lo = mid + 1
+            else:
+                hi = mid
         lo = hi - 1
-        best = np.inf
+        best = math.inf
         while best > top and (lo >= 0 or hi < m):
             below = lo >= 0 and (hi >= m or z - boundary[lo, 0] <= boundary[hi, 0] - z)
             j = lo if below else hi
@@ -349,15 +369,15 @@ def _scanned(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap
     return _search(_scan_farthest, np.ascontiguousarray(source), np.ascontiguousarray(target), vs, float(cap), budget)
 
 
-def warm_up() -> None:
+def warm_up(background: bool = False) -> None:
     """Compile (or load from numba's cache) the two searches once, e.g. in a parent process
-    before it forks a worker per task."""
+    before it forks a worker per task (``background``: see ``jit.warm_up``)."""
 
     def compile_all():
         _scan_farthest(np.ones((1, 1, 2), bool), np.eye(1, 2, dtype=bool)[None], np.ones(3), 1.0, 1)
         _points_farthest(np.zeros((1, 3), np.int64), np.ones((1, 3), np.int64), np.ones(3), 1.0, 1)
 
-    jit.warm_up("Hausdorff searches", compile_all, [__file__])
+    jit.warm_up("Hausdorff searches", compile_all, [__file__], background=background)
 
 
 def _directed_dense(source: np.ndarray, target: np.ndarray, voxel_size: np.ndarray, cap: float = math.inf) -> float:
@@ -435,7 +455,13 @@ class ArraySets:
         return self.truth[box] == g
 
     def b_mask(self, box: Box, g: int, parts) -> np.ndarray:
-        return self.piece_ids[self.pieces[box]] == g
+        """The voxels of ``parts`` (pieces assigned to g) on ``box``: compared with each piece's
+        number, which is cheaper than looking every voxel's id up."""
+        view = self.pieces[box]
+        out = view == parts[0]
+        for p in parts[1:]:
+            out |= view == p
+        return out
 
     def points_a(self, g: int, box: Box) -> np.ndarray:
         return coordinates(self.truth[box] == g) + _origin(box)

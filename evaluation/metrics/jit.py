@@ -22,13 +22,35 @@ took, so that a first run never sits silent.
 """
 
 import os
+import sys
 import time
 
 import numba
 
 from evaluation import log
 
-__all__ = ["compiled", "disable", "numba", "run", "warm_up"]
+
+def _load_array_support() -> None:
+    """numba's array functions (``numba.np.arraymath``), loaded now with scipy.linalg kept from
+    being imported. numba loads them before its first kernel runs (compiled or from the cache),
+    and then imports scipy.linalg (0.2-0.4 s) only to ask whether BLAS is there, which decides
+    how np.correlate and np.convolve multiply inside kernels: no kernel of this package uses
+    either, and ``np.dot`` still finds BLAS when it is compiled. Nothing is done when either
+    is imported already."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    blocked = "scipy" if "scipy" not in sys.modules else "scipy.linalg"
+    sys.modules[blocked] = None  # an import of it raises ImportError at once
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        if blocked in sys.modules and sys.modules[blocked] is None:
+            del sys.modules[blocked]
+
+
+_load_array_support()
+
+__all__ = ["compiled", "disable", "numba", "run", "settle", "warm_up"]
 
 broken = os.environ.get("EVALUATION_JIT", "1") == "0"  # the one switch: set by ``disable``
 
@@ -54,13 +76,21 @@ def run(kernel, fallback, *args):
     return fallback(*args)
 
 
-def warm_up(what: str, compile_all, modules=(), equivalents: bool = True) -> None:
+_BACKGROUND: list = []  # (what, compile_all, equivalents, started, child pid) of ``warm_up(background=True)``
+
+
+def warm_up(what: str, compile_all, modules=(), equivalents: bool = True, background: bool = False) -> None:
     """Compile (or load from numba's cache) a group of kernels once, e.g. in a parent process
     before it forks its workers: ``compile_all()`` calls each on tiny inputs. When a module
-    of ``modules`` (their ``__file__``) has nothing in numba's cache yet, says so first: the
+    of ``modules`` (their ``__file__``) has nothing fresh in numba's cache, says so first: the
     first run after an install compiles, and should not look hung. With ``equivalents`` (the
     kernels are called through ``run``), a failure turns the switch off; without, it is an
-    internal error like any other failure of those kernels."""
+    internal error like any other failure of those kernels.
+
+    ``background``: a group that has to be compiled is compiled by a forked child process
+    (numba compiles on one core; the machines have two), which writes numba's cache while
+    this process goes on, e.g. compiling another group; ``settle`` waits for it and loads the
+    group from the cache (or compiles it here if the child could not)."""
     if equivalents and not compiled():
         return
     fresh = [m for m in modules if not _cached(m)]
@@ -68,32 +98,63 @@ def warm_up(what: str, compile_all, modules=(), equivalents: bool = True) -> Non
     if fresh:
         logger.info("compiling_kernels", kernels=what, note="once per install; later runs load them from numba's cache")
     started = time.perf_counter()
-    if not equivalents:
-        compile_all()
-    else:
+    if fresh and background:
         try:
-            compile_all()
-        except Exception as exc:  # numba raises its own errors (typing, lowering) and the toolchain's
-            disable(exc)
+            pid = os.fork()
+        except OSError:
+            pid = None
+        if pid == 0:  # the child: compile into the cache, then leave at once
+            code = 1
+            try:
+                compile_all()
+                code = 0
+            finally:
+                os._exit(code)
+        if pid is not None:
+            _BACKGROUND.append((what, compile_all, equivalents, started, pid))
             return
+    _compile(compile_all, equivalents)
     if fresh:
         logger.info("kernels_compiled", kernels=what, seconds=round(time.perf_counter() - started, 1))
 
 
+def settle() -> None:
+    """Wait for the groups ``warm_up`` compiles in the background and load them here."""
+    while _BACKGROUND:
+        what, compile_all, equivalents, started, pid = _BACKGROUND.pop(0)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        _compile(compile_all, equivalents)  # from the cache the child wrote, else compiled now
+        log.get(__name__).info("kernels_compiled", kernels=what, seconds=round(time.perf_counter() - started, 1))
+
+
+def _compile(compile_all, equivalents: bool) -> None:
+    if not equivalents:
+        compile_all()
+        return
+    try:
+        compile_all()
+    except Exception as exc:  # numba raises its own errors (typing, lowering) and the toolchain's
+        disable(exc)
+
+
 def _cached(module_file: str) -> bool:
-    """Whether numba's cache holds an index file of ``module_file``'s kernels (beside it, or in
-    ``NUMBA_CACHE_DIR`` as ``numba_cache`` lays it out)."""
+    """Whether numba's cache holds an index of ``module_file``'s kernels written after the file
+    was (an older index is stale: numba compiles again), where numba looks for it: in
+    ``NUMBA_CACHE_DIR`` as ``numba_cache`` lays it out when that is set, else beside the file."""
     from evaluation import numba_cache
 
     folder, name = os.path.split(os.path.abspath(module_file))
     stem = os.path.splitext(name)[0] + "."
-    places = [os.path.join(folder, "__pycache__")]
     if os.environ.get("NUMBA_CACHE_DIR"):
-        places.append(os.path.join(os.environ["NUMBA_CACHE_DIR"], numba_cache.subpath(folder)))
-    for place in places:
-        try:
-            if any(entry.startswith(stem) and entry.endswith(".nbi") for entry in os.listdir(place)):
-                return True
-        except OSError:
-            continue
-    return False
+        place = os.path.join(os.environ["NUMBA_CACHE_DIR"], numba_cache.subpath(folder))
+    else:
+        place = os.path.join(folder, "__pycache__")
+    try:
+        source = os.stat(module_file).st_mtime
+        with os.scandir(place) as entries:
+            return any(e.name.startswith(stem) and e.name.endswith(".nbi") and e.stat().st_mtime >= source for e in entries)
+    except OSError:
+        return False

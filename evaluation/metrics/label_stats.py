@@ -4,201 +4,111 @@ first voxel in raster order (components), or bounding boxes of arbitrary (e.g. u
 These are what a tile-by-tile pass over a large volume keeps of each tile instead of the tile
 itself. Compiled with numba (a dependency; ``numba_cache`` finds the compiled kernels in a
 read-only install); without it, scipy/numpy equivalents give the same results more slowly.
+
+The kernels read each voxel once: the runs along x they record go into arrays sized for the
+runs a block of large objects has (a few per row), and a kernel that runs out of room stops
+before a row, to be resumed from there with larger arrays (so nothing is allocated for the
+worst case, one run per voxel, unless a block has it). Ids are grouped from the runs
+afterwards, by sorting them, not by a hash table in the kernel (numba compiles a typed
+dictionary in seconds, which the first run after an install pays).
 """
 
 import numpy as np
-from numba import types
-from numba.typed import Dict
 
 from evaluation.metrics import jit
 from evaluation.metrics.jit import numba
 
 
 @numba.njit(cache=True, nogil=True)
-def _component_stats(labels, n, sizes, first, boxes, keep_runs):
-    """Sizes, first voxels and boxes from the runs of equal labels along x; the number of
-    rows holding a label; the runs themselves if ``keep_runs``. Two passes, so that no
-    array grows inside the loops."""
+def _component_stats(labels, start, sizes, first, boxes, at, length, which):
+    """From row ``start`` (``z * ny + y``) on: sizes, first voxels and boxes from the runs of
+    equal labels along x, and the runs themselves into ``at``, ``length``, ``which`` (when they
+    have room at all) while they have room for a whole row; (rows holding a label, runs
+    written, the row to resume from: ``nz * ny`` when done)."""
     nz, ny, nx = labels.shape
-    runs = 0
+    keep = length.shape[0] > 0
     rows = 0
-    for z in range(nz):
-        for y in range(ny):
-            x = 0
-            found = False
-            while x < nx:
-                label = labels[z, y, x]
-                x += 1
-                if label == 0:
-                    continue
-                while x < nx and labels[z, y, x] == label:
-                    x += 1
-                runs += 1
-                found = True
-            if found:
-                rows += 1
-    kept = runs if keep_runs else 0
-    at = np.empty((kept, 3), np.int32)
-    length = np.empty(kept, np.int32)
-    which = np.empty(kept, np.int64)
     run = 0
-    for z in range(nz):
-        for y in range(ny):
-            x = 0
-            while x < nx:
-                k = labels[z, y, x]
-                start = x
+    row = start
+    while row < nz * ny:
+        if keep and run + nx > length.shape[0]:
+            break
+        z = row // ny
+        y = row - z * ny
+        found = False
+        x = 0
+        while x < nx:
+            k = labels[z, y, x]
+            begin = x
+            x += 1
+            if k == 0:
+                continue
+            while x < nx and labels[z, y, x] == k:
                 x += 1
-                if k == 0:
-                    continue
-                while x < nx and labels[z, y, x] == k:
-                    x += 1
-                if sizes[k] == 0:
-                    first[k] = (z * ny + y) * nx + start
-                    boxes[k, 0], boxes[k, 1], boxes[k, 2] = z, y, start
-                    boxes[k, 3], boxes[k, 4], boxes[k, 5] = z + 1, y + 1, x
-                else:
-                    if y < boxes[k, 1]:
-                        boxes[k, 1] = y
-                    if start < boxes[k, 2]:
-                        boxes[k, 2] = start
-                    boxes[k, 3] = z + 1
-                    if y + 1 > boxes[k, 4]:
-                        boxes[k, 4] = y + 1
-                    if x > boxes[k, 5]:
-                        boxes[k, 5] = x
-                sizes[k] += x - start
-                if keep_runs:
-                    at[run, 0], at[run, 1], at[run, 2] = z, y, start
-                    length[run] = x - start
-                    which[run] = k
-                    run += 1
-    return rows, at, length, which
-
-
-@numba.njit(cache=True, nogil=True)
-def _id_boxes(values, ids, boxes):
-    nz, ny, nx = values.shape
-    count = ids.shape[0]
-    last_v = values[0, 0, 0]
-    last_i = -1
-    for z in range(nz):
-        for y in range(ny):
-            for x in range(nx):
-                v = values[z, y, x]
-                if not v > 0:
-                    continue
-                if last_i < 0 or v != last_v:
-                    lo, hi = 0, count
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if ids[mid] < v:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    last_v, last_i = v, lo
-                i = last_i
-                if boxes[i, 3] == 0:
-                    boxes[i, 0] = z
-                    boxes[i, 1] = y
-                    boxes[i, 2] = x
-                    boxes[i, 3] = z + 1
-                    boxes[i, 4] = y + 1
-                    boxes[i, 5] = x + 1
-                else:
-                    if y < boxes[i, 1]:
-                        boxes[i, 1] = y
-                    if x < boxes[i, 2]:
-                        boxes[i, 2] = x
-                    boxes[i, 3] = z + 1
-                    if y + 1 > boxes[i, 4]:
-                        boxes[i, 4] = y + 1
-                    if x + 1 > boxes[i, 5]:
-                        boxes[i, 5] = x + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _index(ids, cache_value, cache_index, key):
-    """The index of ``key`` in ``ids`` (a typed dict), through a small direct-mapped cache."""
-    slot = (key ^ (key >> 17)) & 63
-    if cache_index[slot] >= 0 and cache_value[slot] == key:
-        return cache_index[slot]
-    if key in ids:
-        k = ids[key]
-    else:
-        k = len(ids)
-        ids[key] = k
-    cache_value[slot] = key
-    cache_index[slot] = k
-    return k
-
-
-@numba.njit(cache=True, nogil=True)
-def _overlaps(values, labels):
-    """Runs of equal (value, label) along x for values > 0: (distinct values as int64, their
-    boxes, and per run its value's index, label and length). Two passes, so that no array
-    grows inside the loops (numba then keeps them in registers)."""
-    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
-    cache_value = np.zeros(64, np.int64)
-    cache_index = np.full(64, -1, np.int64)
-    nz, ny, nx = values.shape
-    runs = 0
-    for z in range(nz):
-        for y in range(ny):
-            x = 0
-            while x < nx:
-                v = values[z, y, x]
-                if not v > 0:
-                    x += 1
-                    continue
-                label = labels[z, y, x]
-                x += 1
-                while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
-                    x += 1
-                _index(ids, cache_value, cache_index, np.int64(v))
-                runs += 1
-    count = len(ids)
-    id_values = np.empty(count, np.int64)
-    for key, k in ids.items():
-        id_values[k] = key
-    boxes = np.zeros((count, 6), np.int64)
-    boxes[:, 0] = boxes[:, 1] = boxes[:, 2] = 1 << 62
-    run_id = np.empty(runs, np.int64)
-    run_label = np.empty(runs, np.int64)
-    run_length = np.empty(runs, np.int64)
-    run_at = np.empty((runs, 3), np.int32)
-    run = 0
-    for z in range(nz):
-        for y in range(ny):
-            x = 0
-            while x < nx:
-                v = values[z, y, x]
-                if not v > 0:
-                    x += 1
-                    continue
-                label = labels[z, y, x]
-                start = x
-                x += 1
-                while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
-                    x += 1
-                k = _index(ids, cache_value, cache_index, np.int64(v))
-                if z < boxes[k, 0]:
-                    boxes[k, 0] = z
+            found = True
+            if sizes[k] == 0:
+                first[k] = (z * ny + y) * nx + begin
+                boxes[k, 0], boxes[k, 1], boxes[k, 2] = z, y, begin
+                boxes[k, 3], boxes[k, 4], boxes[k, 5] = z + 1, y + 1, x
+            else:
                 if y < boxes[k, 1]:
                     boxes[k, 1] = y
-                if start < boxes[k, 2]:
-                    boxes[k, 2] = start
+                if begin < boxes[k, 2]:
+                    boxes[k, 2] = begin
                 boxes[k, 3] = z + 1
                 if y + 1 > boxes[k, 4]:
                     boxes[k, 4] = y + 1
                 if x > boxes[k, 5]:
                     boxes[k, 5] = x
-                run_id[run] = k
-                run_label[run] = label
-                run_length[run] = x - start
-                run_at[run, 0], run_at[run, 1], run_at[run, 2] = z, y, start
+            sizes[k] += x - begin
+            if keep:
+                at[run, 0], at[run, 1], at[run, 2] = z, y, begin
+                length[run] = x - begin
+                which[run] = k
                 run += 1
-    return id_values, boxes, run_id, run_label, run_length, run_at
+        if found:
+            rows += 1
+        row += 1
+    return rows, run, row
+
+
+@numba.njit(cache=True, nogil=True)
+def _overlaps(values, labels, start, run_value, run_label, run_length, run_at):
+    """From row ``start`` on: the runs of equal (value, label) along x where value > 0 (value
+    as int64, label, length, (z, y, x) start) while the arrays have room for a whole row;
+    (runs written, the row to resume from: ``nz * ny`` when done)."""
+    nz, ny, nx = values.shape
+    run = 0
+    row = start
+    while row < nz * ny:
+        if run + nx > run_length.shape[0]:
+            break
+        z = row // ny
+        y = row - z * ny
+        x = 0
+        while x < nx:
+            v = values[z, y, x]
+            if not v > 0:
+                x += 1
+                continue
+            label = labels[z, y, x]
+            begin = x
+            x += 1
+            while x < nx and values[z, y, x] == v and labels[z, y, x] == label:
+                x += 1
+            run_value[run] = np.int64(v)
+            run_label[run] = label
+            run_length[run] = x - begin
+            run_at[run, 0], run_at[run, 1], run_at[run, 2] = z, y, begin
+            run += 1
+        row += 1
+    return run, row
+
+
+def _capacity(shape) -> int:
+    """Runs first made room for: a few per row (large objects), at least one row's worth."""
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    return max(int(shape[-1]), 4 * rows, 1024)
 
 
 def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
@@ -211,6 +121,23 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
     sizes = np.zeros(n + 1, np.int64)
     first = np.full(n + 1, -1, np.int64)
     boxes = np.zeros((n + 1, 6), np.int64)
+
+    def compiled(labels, n, sizes, first, boxes, keep_runs):
+        capacity = _capacity(labels.shape) if keep_runs else 0
+        rows, row, kept = 0, 0, []
+        while True:
+            at, length, which = np.empty((capacity, 3), np.int32), np.empty(capacity, np.int32), np.empty(capacity, np.int64)
+            found, count, row = _component_stats(labels, row, sizes, first, boxes, at, length, which)
+            rows += found
+            kept.append((at[:count], length[:count], which[:count]))
+            if row >= labels.shape[0] * labels.shape[1]:
+                break
+            capacity *= 2
+        if not keep_runs:
+            return rows, None, None, None
+        if len(kept) == 1:
+            return rows, *(np.array(a) for a in kept[0])  # a copy of the part written
+        return rows, *(np.concatenate(parts) for parts in zip(*kept))
 
     def fallback(labels, n, sizes, first, boxes, keep_runs):
         from scipy import ndimage
@@ -227,31 +154,25 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
         rows = int(np.count_nonzero(labels.reshape(-1, labels.shape[-1]).any(axis=1))) if labels.size else 0
         return (rows, *_label_runs(labels)) if keep_runs else (rows, None, None, None)
 
-    rows, at, length, which = jit.run(_component_stats, fallback, labels, n, sizes, first, boxes, keep_runs)
+    rows, at, length, which = jit.run(compiled, fallback, labels, n, sizes, first, boxes, keep_runs)
     return sizes, first, boxes, int(rows), ((at, length, which) if keep_runs else None)
 
 
 def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Bounding boxes ``[len(ids), 6]`` (z0, y0, x0, z1, y1, x1) of the voxels equal to each of
     ``ids`` (sorted, positive, all present in ``values``, values of ``values``' dtype); voxels
-    that are not ``> 0`` are ignored."""
-    values = np.ascontiguousarray(values)
+    that are not ``> 0`` are ignored (the numpy equivalent of the boxes ``overlaps`` finds)."""
+    from scipy import ndimage
+
+    values = np.ascontiguousarray(values.view(np.uint8) if values.dtype == bool else values)
     ids = np.ascontiguousarray(ids, dtype=values.dtype)
     boxes = np.zeros((ids.size, 6), np.int64)
     if ids.size == 0:
         return boxes
-
-    def fallback(values, ids, boxes):
-        from scipy import ndimage
-
-        dense = np.where(values > 0, np.searchsorted(ids, values) + 1, 0)
-        for k, box in enumerate(ndimage.find_objects(dense, max_label=ids.size)):
-            if box is not None:
-                boxes[k] = [s.start for s in box] + [s.stop for s in box]
-
-    if values.dtype == bool:
-        values, ids = values.view(np.uint8), ids.view(np.uint8)
-    jit.run(_id_boxes, fallback, values, ids, boxes)
+    dense = np.where(values > 0, np.searchsorted(ids, values) + 1, 0)
+    for k, box in enumerate(ndimage.find_objects(dense, max_label=ids.size)):
+        if box is not None:
+            boxes[k] = [s.start for s in box] + [s.stop for s in box]
     return boxes
 
 
@@ -287,7 +208,21 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
             at,
         )
 
-    ids, boxes, index, label, length, at = jit.run(_overlaps, fallback, values, labels)
+    def compiled(values, labels):
+        capacity, row, kept = _capacity(values.shape), 0, []
+        while True:
+            arrays = np.empty(capacity, np.int64), np.empty(capacity, np.int64), np.empty(capacity, np.int64)
+            at = np.empty((capacity, 3), np.int32)
+            count, row = _overlaps(values, labels, row, *arrays, at)
+            kept.append(tuple(a[:count] for a in (*arrays, at)))
+            if row >= values.shape[0] * values.shape[1]:
+                break
+            capacity *= 2
+        value, label, length, at = (np.concatenate(parts) if len(kept) > 1 else parts[0] for parts in zip(*kept))
+        ids, index = np.unique(value, return_inverse=True)
+        return ids, _run_boxes(index.ravel(), at, length, ids.size), index.ravel(), label, length, at
+
+    ids, boxes, index, label, length, at = jit.run(compiled, fallback, values, labels)
     span = int(n_labels) + 1
     key = index * span + label
     if ids.size * span <= (8 << 20):
@@ -300,6 +235,21 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
     ids = ids.view(np.uint64)
     order = np.argsort(ids, kind="stable")
     return ids[order], boxes[order], ids[key // span], key % span, counts, int(counts.sum()), (at, length, ids[index])
+
+
+def _run_boxes(index: np.ndarray, at: np.ndarray, length: np.ndarray, count: int) -> np.ndarray:
+    """Bounding boxes ``[count, 6]`` of the runs grouped by ``index`` (each of 0..count-1 has
+    runs): (z0, y0, x0, z1, y1, x1) from their (z, y, x) starts and lengths."""
+    boxes = np.zeros((count, 6), np.int64)
+    if count == 0:
+        return boxes
+    order = np.argsort(index, kind="stable")
+    heads = np.flatnonzero(np.diff(index[order], prepend=-1))
+    at = at[order].astype(np.int64)
+    boxes[:, :3] = np.minimum.reduceat(at, heads, axis=0)
+    boxes[:, 3:5] = np.maximum.reduceat(at[:, :2], heads, axis=0) + 1
+    boxes[:, 5] = np.maximum.reduceat(at[:, 2] + length[order], heads)
+    return boxes
 
 
 def _label_runs(labels: np.ndarray):
@@ -316,25 +266,25 @@ def _label_runs(labels: np.ndarray):
     return at, (ends - starts + 1).astype(np.int32), labels.ravel()[starts].astype(np.int64)
 
 
-# Typical dtypes: truth ids (uint8 .. uint64, int32/int64) and cc3d's labels (uint16, uint32).
-VALUE_DTYPES = (np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64)
-LABEL_DTYPES = (np.uint16, np.uint32)
-
-
-def warm_up(value_dtypes=VALUE_DTYPES, label_dtypes=LABEL_DTYPES) -> None:
-    """Compile (or load from numba's cache) the kernels for these dtypes once, e.g. in a parent
-    process before it forks a worker per task, so that no worker pays for it. If compiling
+def warm_up(value_dtypes=(np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64), runs: bool = True) -> None:
+    """Compile (or load from numba's cache) the kernels for truth values of these dtypes once,
+    e.g. in a parent process before it forks a worker per task, so that no worker pays for it
+    (components are always labelled as uint32: ``instances.tile_components``); ``runs``: also
+    the painting of recorded runs, which only crops of several tiles use. Only what a run
+    needs: each kernel and dtype costs the first run after an install 0.2 s. If compiling
     fails, the numpy equivalents are used from then on (same results, slower)."""
 
     def compile_all():
-        for label_dtype in label_dtypes:
-            labels = np.zeros((1, 1, 2), label_dtype)
-            for keep in (False, True):
-                _component_stats(labels, 0, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 6), np.int64), keep)
-            for value_dtype in value_dtypes:
-                value_dtype = np.dtype(value_dtype)
-                _overlaps(np.zeros((1, 1, 2), np.uint8 if value_dtype.kind == "b" else value_dtype), labels)
-        _paint(np.zeros((1, 1, 2), bool), np.zeros((1, 3), np.int32), np.ones(1, np.int32), np.zeros(3, np.int64))
+        labels = np.zeros((1, 1, 2), np.uint32)
+        stats = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 6), np.int64)
+        _component_stats(labels, 0, *stats, np.zeros((0, 3), np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        for value_dtype in value_dtypes:
+            value_dtype = np.dtype(value_dtype)
+            values = np.zeros((1, 1, 2), np.uint8 if value_dtype.kind == "b" else value_dtype)
+            found = np.zeros(2, np.int64)
+            _overlaps(values, labels, 0, found, found.copy(), found.copy(), np.zeros((2, 3), np.int32))
+        if runs:
+            _paint(np.zeros((1, 1, 2), bool), np.zeros((1, 3), np.int32), np.ones(1, np.int32), np.zeros(3, np.int64))
 
     jit.warm_up("label statistics", compile_all, [__file__])
 

@@ -18,7 +18,7 @@ import numpy as np
 from evaluation import log, machine, public
 from evaluation.contract import Payload, Plan, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
-from evaluation.metrics import hausdorff, label_stats
+from evaluation.metrics import hausdorff, jit, label_stats
 from evaluation.phase import Phase
 from evaluation.readers import untrusted, zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
@@ -242,11 +242,15 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
                 fixed.setdefault(crop, {})[label] = entry
     _log.info("cellmap_plan", crops=len(truth_crops), submitted_crops=len(crops), tasks=len(tasks))
     instance_tasks = [t for t in tasks if t.payload.instance and t.refusal is None]
-    if len(instance_tasks) > 1 and not public_phase:  # loaded (or compiled) once here rather than in every forked worker
+    if instance_tasks and not public_phase:
+        # loaded (or compiled, and said so) once here rather than in every forked worker: only
+        # the truth dtypes the tasks read, the runs' painting only for crops of several tiles
         value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
-        label_stats.warm_up(tuple(sorted(value_dtypes, key=str)))
-        hausdorff.warm_up()
-    if interpolated and len(tasks) > 1 and not public_phase:
+        tiled = any(int(np.prod(t.payload.grid.shape, dtype=np.float64)) > volumes.TILE_VOXELS for t in instance_tasks)
+        hausdorff.warm_up(background=True)  # compiled beside the label statistics on a second core
+        label_stats.warm_up(tuple(sorted(value_dtypes, key=str)), runs=tiled)
+        jit.settle()
+    if interpolated and not public_phase:
         linear.warm_up(sorted(interpolated, key=str))
     missing = [f"{crop}/{label}" for crop, labels in fixed.items() for label in labels]
     return Plan(tasks=tasks, context=Context(options=options, fixed=fixed, total_evals=len(manifest)), missing=missing)

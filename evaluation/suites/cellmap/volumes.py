@@ -39,7 +39,7 @@ Box = tuple[slice, ...]
 # components, contingency keys) and bytes per tile of the semantic pass. A crop of up to
 # TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
 TILE_VOXELS = 32 << 20
-SPARSE_TILE_VOXELS = 4 << 20  # tiles of a crop larger than one tile (``instance_tiles``)
+SPARSE_TILE_VOXELS = 2 << 20  # tiles of a crop larger than one tile (``instance_tiles``)
 SEMANTIC_TILE_BYTES = 96 << 20
 CACHE_BYTES = 192 << 20  # decoded chunks kept for the per-instance reads of one array
 
