@@ -208,9 +208,15 @@ def _numcodecs(decode_into, data: np.ndarray, out: np.ndarray, name: str) -> np.
     return out
 
 
-def blosc(data, limit: int, exact: bool) -> np.ndarray:
+def _target(into: np.ndarray | None, stated: int) -> np.ndarray:
+    """Where a codec decodes ``stated`` bytes: ``into`` (flat uint8, the caller's array) when it
+    holds exactly that many, else a new array."""
+    return into if into is not None and into.nbytes == stated else np.empty(stated, dtype=np.uint8)
+
+
+def blosc(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """A blosc frame: its header's decoded and compressed sizes checked first (the frame must
-    be the whole chunk: nothing after it)."""
+    be the whole chunk: nothing after it). ``into``: see ``_target``."""
     import numcodecs
 
     data = as_u1(data)
@@ -220,10 +226,10 @@ def blosc(data, limit: int, exact: bool) -> np.ndarray:
     _check_stated(nbytes, limit, exact, "blosc")
     if cbytes != data.nbytes:
         raise Unusable(f"its blosc header states {cbytes} compressed bytes but the chunk holds {data.nbytes}")
-    return _numcodecs(numcodecs.Blosc().decode, data, np.empty(nbytes, dtype=np.uint8), "blosc")
+    return _numcodecs(numcodecs.Blosc().decode, data, _target(into, nbytes), "blosc")
 
 
-def lz4(data, limit: int, exact: bool) -> np.ndarray:
+def lz4(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """numcodecs' LZ4 frame: a 4-byte little-endian decoded size, then one LZ4 block."""
     import numcodecs
 
@@ -234,10 +240,10 @@ def lz4(data, limit: int, exact: bool) -> np.ndarray:
     if stated < 0:
         raise Unusable("its lz4 header states a negative size")
     _check_stated(stated, limit, exact, "lz4")
-    return _numcodecs(numcodecs.LZ4().decode, data, np.empty(stated, dtype=np.uint8), "lz4")
+    return _numcodecs(numcodecs.LZ4().decode, data, _target(into, stated), "lz4")
 
 
-def zstd(data, limit: int, exact: bool) -> np.ndarray:
+def zstd(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """One zstd frame; its stated content size checked first (a streamed frame without one
     must fill the chunk exactly)."""
     import numcodecs
@@ -249,7 +255,7 @@ def zstd(data, limit: int, exact: bool) -> np.ndarray:
             raise Unusable("its zstd frame does not state its decoded size")
         stated = limit
     _check_stated(stated, limit, exact, "zstd")
-    return _numcodecs(numcodecs.Zstd().decode, data, np.empty(stated, dtype=np.uint8), "zstd")
+    return _numcodecs(numcodecs.Zstd().decode, data, _target(into, stated), "zstd")
 
 
 def _zstd_content_size(data: np.ndarray) -> int | None:

@@ -277,11 +277,23 @@ class Array:
     def _chunk_task(self, coords, selection, out, display: str):
         pipeline, key = self._meta.pipeline, self._key(coords)
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
+        place = None  # the chunk's place in ``out``, when all of it lies there in one block of memory
+        if pipeline.in_place and pipeline.dtype == out.dtype and 0 < len(origin) == out.ndim:
+            grid = self._meta.grid
+            if all(start <= o and o + g <= stop for o, g, (start, stop) in zip(origin, grid, selection)):
+                region = out[tuple(slice(o - start, o - start + g) for o, g, (start, _) in zip(origin, grid, selection))]
+                place = region if region.flags.c_contiguous else None
 
         def task():
             data = untrusted.read_bytes(
                 self.path / key, f"{display}/{key}", pipeline.stored_limit, what="a compressed chunk of this array"
             )
-            self._place(self._decode(pipeline, data, key, display), origin, selection, out)
+            if place is None:
+                self._place(self._decode(pipeline, data, key, display), origin, selection, out)
+                return
+            try:
+                pipeline.decode_into(data, place)
+            except Corrupt as exc:
+                raise self._fail(display, key, str(exc)) from None
 
         return task

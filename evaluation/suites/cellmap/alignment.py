@@ -26,7 +26,7 @@ import numpy as np
 
 from evaluation.errors import SubmissionError
 from evaluation.suites.cellmap import linear
-from evaluation.suites.cellmap.volumes import Box, Window, box_shape
+from evaluation.suites.cellmap.volumes import Box, Buffers, Window, box_shape
 
 SEMANTIC_THRESHOLD = 0.5
 # Above this many MiB (as float32) the reference resamples block by block.
@@ -415,19 +415,18 @@ def aligned(
 
 class _Reader:
     """The stored array, region by region; ``stored(box)`` from the array when it can tell.
-    With ``reusable``, ``read`` takes an ``out`` array (``zarr_store.read_array``)."""
+    With ``reusable``, ``read`` takes an ``out`` array (``zarr_store.read_array``), one per
+    thread (``volumes.Buffers``); ``read`` must then be safe in threads (the zarr reader is)."""
 
     def __init__(self, read, shape, dtype, stored=None, reusable: bool = False):
         self.read_region, self.shape, self.dtype, self._stored = read, shape, np.dtype(dtype), stored
-        self.reusable, self._held = reusable, None
+        self.reusable, self._held = reusable, Buffers()
+        self.threadsafe = reusable
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         if not (reuse and self.reusable):
             return self.read_region(box)
-        size = math.prod(box_shape(box))
-        if self._held is None or self._held.size < size:
-            self._held = np.empty(size, self.dtype)
-        return self.read_region(box, out=self._held[:size].reshape(box_shape(box)))
+        return self.read_region(box, out=self._held.get(box_shape(box), self.dtype))
 
     def stored(self, box: Box) -> bool:
         return True if self._stored is None else self._stored(box)

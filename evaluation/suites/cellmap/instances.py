@@ -25,7 +25,7 @@ can change it). A crop that fits in one tile keeps its arrays and never reads tw
 
 import dataclasses
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import cc3d
@@ -203,8 +203,85 @@ def tile_components(p: np.ndarray, special: bool = False, keep_runs: bool = Fals
     return out, n, 1, label_stats.component_stats(out, n, keep_runs)
 
 
+@dataclass
+class _TileWork:
+    """What the pass keeps of one tile, in the tile's own numbering (``_work``): its components'
+    count, statistics and runs, where its foreground is a single row, its truth blocks'
+    maxima, contingency rows, boxes and runs, and the planes of its six faces (labels,
+    values) for joining components across them."""
+
+    box: tuple
+    n: int = 0
+    rows: int = 0
+    single_row: tuple | None = None
+    stats: tuple | None = None  # (sizes, first, boxes, label runs) of ``label_stats.component_stats``
+    blocks: list = field(default_factory=list)  # (origin, ids, boxes, a, local b, count, fg, runs)
+    maxima: list = field(default_factory=list)
+    covered: int = 0
+    faces: dict | None = None  # "z0", "z1", "y0", "y1", "x0", "x1" -> (labels, values), planes of the tile
+    local: np.ndarray | None = None  # the tile's labels and truth, when asked to keep them
+    kept_truth: np.ndarray | None = None
+
+
+def _work(box, truth, pred, special: bool, keep_runs: bool, keep: bool = False) -> _TileWork | None:
+    """Read one tile (each array only where it stores chunks) and label it: everything the pass
+    needs of it, independent of the other tiles (so tiles are worked on in threads, ``_Scan``
+    joins them in order); None when neither array stores anything there. ``keep``: the arrays
+    themselves too (a crop of one tile keeps them for the distances)."""
+    p = volumes._read(pred, box, True) if keep or volumes.is_stored(pred, box) else None
+    if p is None and not volumes.is_stored(truth, box):
+        return None
+    work = _TileWork(box)
+    origin = np.array([s.start for s in box], np.int64)
+    if p is not None and not keep and not _comparable(p).any():  # stored, but zeros: nothing to label
+        p = None
+    local = None
+    if p is not None:
+        local, work.n, work.rows, work.stats = tile_components(p, special, keep_runs)
+        if work.rows == 1:  # the tile's foreground is one row: another tile may hold the rest of it
+            z, y, _ = np.unravel_index(int(work.stats[1][1]), local.shape)
+            work.single_row = (int(z + origin[0]), int(y + origin[1]))
+        values = _comparable(p)
+        work.faces = {
+            name: (np.array(local[index]), np.array(values[index]))
+            for name, index in (
+                ("z0", (0,)),
+                ("z1", (-1,)),
+                ("y0", (slice(None), 0)),
+                ("y1", (slice(None), -1)),
+                ("x0", (Ellipsis, 0)),
+                ("x1", (Ellipsis, -1)),
+            )
+        }
+    # contingency over the truth foreground, binary counts, truth boxes: one pass per block
+    subs = [box] if keep else volumes.regions(truth, box)
+    for sub in subs:
+        block = truth.read(sub) if keep else volumes._read(truth, sub, True)
+        if keep:
+            work.local = local if local is not None else np.zeros(block.shape, np.uint32)
+            work.kept_truth = block
+        # at most OVERLAP_VOXELS at a time: the runs of a noisy block take 24 bytes a voxel
+        step = max(1, OVERLAP_VOXELS // max(1, block[0].size))
+        for z in range(0, block.shape[0], step):
+            t = block[z : z + step]
+            work.covered += t.size
+            if not t.size:
+                continue
+            work.maxima.append(top := t.max())
+            if not top > 0:  # no truth foreground here (chunks of zeros are often stored)
+                continue
+            at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
+            if local is None:
+                part = np.zeros(t.shape, np.uint32)
+            else:
+                part = local[tuple(slice(a - o, a - o + k) for a, o, k in zip(at, origin, t.shape))]
+            ids, truth_boxes, a, b, count, fg, runs = label_stats.overlaps(t, part, work.n)
+            work.blocks.append((at, ids, truth_boxes, a, b, count, fg, runs))
+    return work
+
+
 class _Scan:
-    """Accumulates the tiles of one crop (see the module docstring)."""
+    """Accumulates the tiles of one crop, in raster order (see the module docstring)."""
 
     def __init__(self, shape, special: bool = False, record: bool = True):
         self.shape, self.special = tuple(shape), special
@@ -229,65 +306,45 @@ class _Scan:
         least 2 when there are several)."""
         return self.multi_rows + len(self.single_rows)
 
-    def add(self, box, blocks, p: np.ndarray | None, truth_dtype) -> np.ndarray | None:
-        """Scan one tile: ``p`` the masked prediction (None where it certainly holds only zeros),
-        ``blocks`` (sub-box, masked truth on it) for the parts of the tile where the truth may be
-        nonzero (all zeros elsewhere). Returns the tile's components (``cc3d``'s labels,
-        numbered from 1 in this tile; None without a prediction)."""
+    def take(self, work: _TileWork, truth_dtype) -> None:
+        """Join one tile's work (``_work``) to the tiles before it: its components numbered
+        provisionally after theirs, its contingency, runs and boxes in crop coordinates, its
+        faces paired with theirs."""
+        box = work.box
         origin = np.array([s.start for s in box], np.int64)
         base = self.count
         self.tiles.append((box, base))
-        if p is not None and not _comparable(p).any():  # stored, but zeros: nothing to label
-            p = None
-        if p is not None:
-            local, n, rows, (sizes, first, boxes, _, label_runs) = tile_components(p, self.special, self.pred_runs is not None)
-            if rows == 1:  # the tile's foreground is one row: another tile may hold the rest of it
-                z, y, _ = np.unravel_index(int(first[1]), local.shape)
-                self.single_rows.add((int(z + origin[0]), int(y + origin[1])))
+        if work.stats is not None:
+            sizes, first, boxes, _, label_runs = work.stats
+            n = work.n
+            if work.single_row is not None:
+                self.single_rows.add(work.single_row)
             else:
-                self.multi_rows += rows
-            self.count += int(n)
+                self.multi_rows += work.rows
+            self.count += n
             # provisional ids base+1 .. base+n: sizes, boxes and first voxels in crop coordinates
-            coords = np.stack(np.unravel_index(first[1:], local.shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
+            shape = volumes.box_shape(box)
+            coords = np.stack(np.unravel_index(first[1:], shape), axis=1) + origin if n else np.zeros((0, 3), np.int64)
             self.sizes.append(sizes[1:])
             self.first.append(np.ravel_multi_index(coords.T, self.shape).astype(np.int64) if n else np.zeros(0, np.int64))
             self.boxes.append(boxes[1:] + np.concatenate([origin, origin]))
             self.n_pred_fg += int(sizes.sum())
-        else:
-            local, n, label_runs = None, 0, None
-        # contingency over the truth foreground, binary counts, truth boxes: one pass per block
-        covered = 0
-        for sub, block in blocks:
-            # at most OVERLAP_VOXELS at a time: the runs of a noisy block take 24 bytes a voxel
-            step = max(1, OVERLAP_VOXELS // max(1, block[0].size))
-            for z in range(0, block.shape[0], step):
-                t = block[z : z + step]
-                covered += t.size
-                if t.size:
-                    self.maxima.append(top := t.max())
-                    if not top > 0:  # no truth foreground here (chunks of zeros are often stored)
-                        continue
-                at = np.array([sub[0].start + z, sub[1].start, sub[2].start], np.int64)
-                if local is None:
-                    part = np.zeros(t.shape, np.uint32)
-                else:
-                    part = local[tuple(slice(a - o, a - o + n) for a, o, n in zip(at, origin, t.shape))]
-                ids, truth_boxes, a, b, count, fg, runs = label_stats.overlaps(t, part, n)
-                self._record(0, runs, at)
-                self.tables.append((a, np.where(b > 0, b + base, 0), count))
-                self.n_truth += fg
-                self.tp += int(count[b > 0].sum())
-                if ids.size:
-                    self.truth_rows.append((ids, truth_boxes + np.concatenate([at, at])))
+            if label_runs is not None:
+                at, length, label = label_runs
+                self._record(1, (at, length, label + base), origin)
+        for at, ids, truth_boxes, a, b, count, fg, runs in work.blocks:
+            self._record(0, runs, at)
+            self.tables.append((a, np.where(b > 0, b + base, 0), count))
+            self.n_truth += fg
+            self.tp += int(count[b > 0].sum())
+            if ids.size:
+                self.truth_rows.append((ids, truth_boxes + np.concatenate([at, at])))
+        self.maxima.extend(work.maxima)
         size = volumes.box_size(box)
-        if covered < size:  # the rest of the tile is zero
+        if work.covered < size:  # the rest of the tile is zero
             self.maxima.append(np.zeros(1, truth_dtype)[0])
         self.total += size
-        if label_runs is not None:
-            at, length, label = label_runs
-            self._record(1, (at, length, label + base), origin)
-        self._faces(box, local, base, None if p is None else _comparable(p))
-        return local
+        self._faces(box, work.faces, base)
 
     def _record(self, which: int, runs, origin) -> None:
         """Keep runs (0: truth, 1: components) in crop coordinates, or give up on them for good
@@ -305,17 +362,17 @@ class _Scan:
             return
         kept.append(((at + np.asarray(origin, np.int32)).astype(np.int32), length.astype(np.int32), key))
 
-    def add_empty(self, box, truth_dtype, pred_dtype) -> None:
+    def add_empty(self, box, truth_dtype) -> None:
         """A tile where neither truth nor prediction has anything stored: all zeros."""
         self.maxima.append(np.zeros(1, truth_dtype)[0])
         self.total += volumes.box_size(box)
-        self._faces(box, None, 0, None)
+        self._faces(box, None, 0)
 
-    def _faces(self, box, local, base, p) -> None:
+    def _faces(self, box, faces, base) -> None:
         """Pairs across the tile's lower z, y and x faces (26-connected: the faces' planes are
         compared with what lies diagonally across them too, which the planes kept of whole
         layers and bands hold); keeps its upper faces for the tiles after. A tile without
-        foreground (``local`` None) leaves zeros."""
+        foreground (``faces`` None) leaves zeros."""
 
         def provisional(plane):
             out = plane.astype(np.int64)
@@ -327,33 +384,35 @@ class _Scan:
             self.z_prev, self.z_cur, self.layer, self.band, self.y_cur = self.z_cur, None, (z0, z1), None, None
         if self.band != (y0, y1):  # a new y-band of tiles in this layer
             self.y_prev, self.y_cur, self.band, self.x_prev = self.y_cur, None, (y0, y1), None
-        if local is None:
+        if faces is None:
             self.x_prev = None
             return
         if self.z_prev is not None:
             ly, lx = max(0, y0 - 1), max(0, x0 - 1)
             nb_labels, nb_values = self.z_prev
             region = (slice(ly, y1 + 1), slice(lx, x1 + 1))
-            self.pairs.append(_face_pairs(provisional(local[0]), p[0], (y0, x0), nb_labels[region], nb_values[region], (ly, lx)))
+            labels, values = faces["z0"]
+            self.pairs.append(_face_pairs(provisional(labels), values, (y0, x0), nb_labels[region], nb_values[region], (ly, lx)))
         if self.y_prev is not None:
             lx = max(0, x0 - 1)
             nb_labels, nb_values = self.y_prev
+            labels, values = faces["y0"]
             self.pairs.append(
-                _face_pairs(
-                    provisional(local[:, 0]), p[:, 0], (z0, x0), nb_labels[:, lx : x1 + 1], nb_values[:, lx : x1 + 1], (z0, lx)
-                )
+                _face_pairs(provisional(labels), values, (z0, x0), nb_labels[:, lx : x1 + 1], nb_values[:, lx : x1 + 1], (z0, lx))
             )
         if self.x_prev is not None and self.x_prev[2] == x0:
-            self.pairs.append(
-                _face_pairs(provisional(local[:, :, 0]), p[:, :, 0], (z0, y0), self.x_prev[0], self.x_prev[1], (z0, y0))
-            )
+            labels, values = faces["x0"]
+            self.pairs.append(_face_pairs(provisional(labels), values, (z0, y0), self.x_prev[0], self.x_prev[1], (z0, y0)))
+        labels, values = faces["z1"]
         if self.z_cur is None:
-            self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], p.dtype))
-        self.z_cur[0][y0:y1, x0:x1], self.z_cur[1][y0:y1, x0:x1] = provisional(local[-1]), p[-1]
+            self.z_cur = (np.zeros(self.shape[1:], np.int64), np.zeros(self.shape[1:], values.dtype))
+        self.z_cur[0][y0:y1, x0:x1], self.z_cur[1][y0:y1, x0:x1] = provisional(labels), values
+        labels, values = faces["y1"]
         if self.y_cur is None:
-            self.y_cur = (np.zeros((z1 - z0, self.shape[2]), np.int64), np.zeros((z1 - z0, self.shape[2]), p.dtype))
-        self.y_cur[0][:, x0:x1], self.y_cur[1][:, x0:x1] = provisional(local[:, -1]), p[:, -1]
-        self.x_prev = (provisional(local[:, :, -1]), p[:, :, -1].copy(), x1)
+            self.y_cur = (np.zeros((z1 - z0, self.shape[2]), np.int64), np.zeros((z1 - z0, self.shape[2]), values.dtype))
+        self.y_cur[0][:, x0:x1], self.y_cur[1][:, x0:x1] = provisional(labels), values
+        labels, values = faces["x1"]
+        self.x_prev = (provisional(labels), values, x1)
 
     def finish(self, voxel_size) -> "Instances":
         """Join the provisional components, number them as ``cc3d`` does and aggregate."""
@@ -670,6 +729,30 @@ def _lookup(mask: np.ndarray, box, points: np.ndarray) -> np.ndarray:
     return result
 
 
+SCAN_THREADS = 2  # tiles worked on at once (``_works``)
+
+
+def _works(boxes, truth, pred, special: bool, keep_runs: bool):
+    """``_work`` of every tile, in order. On SCAN_THREADS threads when both volumes allow it
+    (each thread reads into buffers of its own): decoding, the compiled statistics and numpy
+    release the interpreter, so one tile is decoded while another is labelled; at most twice
+    SCAN_THREADS tiles are in flight."""
+    if SCAN_THREADS < 2 or not (volumes.threadsafe(truth) and volumes.threadsafe(pred)):
+        for box in boxes:
+            yield _work(box, truth, pred, special, keep_runs)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=SCAN_THREADS, thread_name_prefix="tiles") as pool:
+        pending = []
+        for box in boxes:
+            pending.append(pool.submit(_work, box, truth, pred, special, keep_runs))
+            if len(pending) > 2 * SCAN_THREADS:
+                yield pending.pop(0).result()
+        for future in pending:
+            yield future.result()
+
+
 @dataclass(frozen=True)
 class Instances:
     """One instance label's prediction against its truth, after the pass over the tiles: the
@@ -707,19 +790,18 @@ class Instances:
         for special in (False, True):
             # the whole call's single-row shortcut (``tile_components``) is only reproduced on whole rows
             boxes = volumes.instance_tiles(truth, pred, split_x=not special)
-            scan, kept, risky = _Scan(truth.shape, special, record=len(boxes) > 1), None, False
-            for box in boxes:
-                if len(boxes) == 1:  # a single tile's arrays are kept for the distances
-                    t, p = truth.read(box), pred.read(box)
-                    kept = (t, scan.add(box, [(box, t)], p, truth.dtype))
-                else:  # buffers reused from tile to tile; each array only where it is stored
-                    p = volumes._read(pred, box, True) if volumes.is_stored(pred, box) else None
-                    if p is None and not volumes.is_stored(truth, box):
-                        scan.add_empty(box, truth.dtype, pred.dtype)
-                        continue
-                    blocks = ((sub, volumes._read(truth, sub, True)) for sub in volumes.regions(truth, box))
-                    scan.add(box, blocks, p, truth.dtype)
-                risky |= pred.dtype.kind == "f" and pred.dtype.itemsize > 2 or pred.dtype == np.uint64
+            scan, kept = _Scan(truth.shape, special, record=len(boxes) > 1), None
+            if len(boxes) == 1:  # a single tile's arrays are kept for the distances
+                work = _work(boxes[0], truth, pred, special, False, keep=True)
+                kept = (work.kept_truth, work.local)
+                scan.take(work, truth.dtype)
+            else:
+                for box, work in zip(boxes, _works(boxes, truth, pred, special, scan.pred_runs is not None)):
+                    if work is None:
+                        scan.add_empty(box, truth.dtype)
+                    else:
+                        scan.take(work, truth.dtype)
+            risky = pred.dtype.kind == "f" and pred.dtype.itemsize > 2 or pred.dtype == np.uint64
             # the whole call took cc3d's single-row shortcut (``tile_components``): again with it
             if special or scan.rows != 1 or not risky or sum(n > 1 for n in truth.shape) < 2:
                 break

@@ -65,6 +65,34 @@ def _buffer(held: np.ndarray | None, shape, dtype) -> np.ndarray:
     return np.empty(shape, dtype)
 
 
+class Buffers:
+    """The buffer a volume's ``read(box, reuse=True)`` returns, one per thread: the instance
+    pass reads tiles in several threads (``instances._works``), each overwriting only its own."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def get(self, shape, dtype) -> np.ndarray:
+        held = getattr(self._local, "held", None)
+        out = _buffer(held, shape, dtype)
+        if held is None or out.base is None:
+            self._local.held = out
+        return out
+
+
+def threadsafe(volume) -> bool:
+    """Whether several threads may read ``volume`` at once: this module's volumes and the
+    stored arrays' readers (their buffers are per thread, their chunk caches locked); a
+    resampled prediction keeps blocks of its own, read by one thread."""
+    if isinstance(volume, (ArrayVolume, ZarrVolume)):
+        return True
+    if isinstance(volume, (Window, Planar)):
+        return threadsafe(volume.inner)
+    if isinstance(volume, Masked):
+        return threadsafe(volume.volume) and threadsafe(volume.mask)
+    return bool(getattr(volume, "threadsafe", False))
+
+
 class ArrayVolume:
     """An array in C order (``cc3d`` numbers components in the memory order of its input; the
     arrays read from zarr are in C order)."""
@@ -142,15 +170,13 @@ class ZarrVolume:
         self.array, self.display, self.owner = array, display, owner
         self.shape, self.dtype = tuple(array.shape), array.dtype
         self.chunks = tuple(array.chunks)
-        self._held = None
+        self._held = Buffers()
         self._cache = ChunkCache(array, display, owner)
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         if not reuse:  # a box of the distances: through the chunk cache
             return self._cache.read(box)
-        out = _buffer(self._held, box_shape(box), self.dtype)
-        if self._held is None or out.base is None:
-            self._held = out
+        out = self._held.get(box_shape(box), self.dtype)
         with self.owner():
             return zarr_store.read_array(self.array, self.display, region=box, out=out)
 
@@ -174,7 +200,7 @@ class Window:
         self.inner, self.origin = inner, tuple(int(o) for o in origin)
         self.shape, self.dtype = tuple(int(n) for n in shape), inner.dtype
         self.chunks = getattr(inner, "chunks", None)
-        self._held = None
+        self._held = Buffers()
 
     def _inner_box(self, box: Box) -> Box | None:
         inner = []
@@ -201,9 +227,7 @@ class Window:
         if part is not None and tuple(part.shape) == out_shape:
             return part
         if reuse:
-            out = _buffer(self._held, out_shape, self.dtype)
-            if self._held is None or out.base is None:
-                self._held = out
+            out = self._held.get(out_shape, self.dtype)
             out.fill(0)
         else:
             out = np.zeros(out_shape, self.dtype)
@@ -221,16 +245,13 @@ class Masked:
         self.shape = volume.shape
         self.dtype = np.result_type(volume.dtype, mask.dtype)
         self.chunks = getattr(volume, "chunks", None)
-        self._held = None
+        self._held = Buffers()
 
     def read(self, box: Box, reuse: bool = False) -> np.ndarray:
         values, mask = _read(self.volume, box, reuse), _read(self.mask, box, reuse)
         if not reuse:
             return values * mask
-        out = _buffer(self._held, box_shape(box), self.dtype)
-        if self._held is None or out.base is None:
-            self._held = out
-        return np.multiply(values, mask, out=out)
+        return np.multiply(values, mask, out=self._held.get(box_shape(box), self.dtype))
 
     def stored(self, box: Box) -> bool:
         return is_stored(self.volume, box) and is_stored(self.mask, box)
