@@ -439,15 +439,20 @@ def _blobs(rng, shape, count, radius):
     return volume
 
 
-@pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt", "own", "packed"])
+@pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt", "own", "own-tree", "own-local", "packed"])
 @pytest.mark.parametrize("seed", sampled(range(30), 3))
 def test_hausdorff_search_paths_equal_the_reference_algorithm(seed, path, monkeypatch):
     from evaluation.metrics import hausdorff
 
     if path == "scan-gives-up":  # the compiled scan stops part-way and the k-d tree takes over
         monkeypatch.setattr(hausdorff, "SCAN_STEPS", 0.02)
-    elif path in ("own", "packed"):  # each set on its own box; or bit-packed masks of the union box
+    elif path.startswith("own") or path == "packed":  # each set on its own box; or bit-packed masks of the union box
         monkeypatch.setattr(hausdorff, "DENSE_BOX", 0)
+        if path == "own-tree":  # never the local search: the k-d tree's branch and bound
+            monkeypatch.setattr(hausdorff, "LOCAL_SHARE", 2.0)
+        if path == "own-local":  # always the local search, a short one: the tree for the voxels beyond it
+            monkeypatch.setattr(hausdorff, "LOCAL_SHARE", 0.0)
+            monkeypatch.setattr(hausdorff, "LOCAL_RADIUS", float(np.random.default_rng(seed).choice([1.0, 1.5, 2.5])))
         monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 0)
         monkeypatch.setattr(hausdorff, "FEW_POINTS", int(np.random.default_rng(seed).integers(0, 20)))
         monkeypatch.setattr(hausdorff, "LEVELS", (8, 5, 3, 2))
