@@ -185,6 +185,34 @@ class _Pipeline:
             and self.dtype.kind != "b"
         )
 
+    def zeros_frame(self) -> bytes | None:
+        """The bytes a chunk of zeros is stored as when this pipeline's codec (numcodecs, with
+        the metadata's settings) writes it, for ``in_place`` pipelines; None when it cannot be
+        made. Stored bytes equal to these decode to zeros (decoding is a function of the bytes);
+        a writer that encodes zeros otherwise is simply not recognised."""
+        if not self.in_place:
+            return None
+        import numcodecs
+
+        stage, settings = self.stages[0], dict(self.stages[0].settings)
+        try:
+            if stage.name == "blosc":
+                shuffle = settings.get("shuffle", 1)
+                shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(shuffle, shuffle)
+                codec = numcodecs.Blosc(
+                    cname=settings.get("cname", "lz4"),
+                    clevel=settings.get("clevel", 5),
+                    shuffle=shuffle,
+                    blocksize=settings.get("blocksize", 0),
+                )
+            elif stage.name == "zstd":
+                codec = numcodecs.Zstd(level=settings.get("level", 0), checksum=settings.get("checksum", False))
+            else:
+                codec = numcodecs.LZ4(acceleration=settings.get("acceleration", 1))
+            return bytes(codec.encode(np.zeros(self.shape, self.dtype)))
+        except Exception:  # numcodecs' refusal of settings it does not know: nothing recognised
+            return None
+
     def decode_into(self, data, into: np.ndarray) -> None:
         """``decode`` into ``into`` (C-contiguous, the chunk's shape, the stored dtype), for an
         ``in_place`` pipeline: no array allocated, nothing copied (a 16 MB chunk in fresh

@@ -37,6 +37,9 @@ class Array:
         self.nbytes = self.size * self.dtype.itemsize
         self._grid_shape = tuple(-(-s // c) for s, c in zip(self.shape, meta.grid))
         self._stored, self._stored_coords, self._lock = None, None, threading.Lock()
+        self._zeros: dict[int, bool] = {}  # linear chunk index -> stored as a chunk of zeros
+        self._zeros_frame: bytes | None = None
+        self._frame_made = False
 
     def __repr__(self) -> str:
         return f"<zarr array {self.display} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
@@ -210,7 +213,59 @@ class Array:
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
         return np.ravel_multi_index(coords.T, grid).astype(np.int64)
 
+    # A chunk file at most this share of its decoded size may be a chunk of zeros (they shrink
+    # some 250-fold; compressed data chunks are larger), and is compared with one.
+    ZEROS_SHARE = 1 / 64
+
+    def _zero_chunks(self, coords: np.ndarray) -> np.ndarray:
+        """Which of the stored chunks ``coords`` (rows) hold the bytes the array's codec writes
+        for a chunk of zeros (``_Pipeline.zeros_frame``): they read as absent ones do when the
+        fill value is 0 (zarr-python 2 stored every chunk, empty ones too), so that passes skip
+        them unread. One ``stat`` per chunk, and the bytes only of the few small enough; each
+        chunk is looked at once."""
+        found = np.zeros(len(coords), bool)
+        if self.fill_value != 0 or self._meta.sharding is not None or not self.ndim or not len(coords):
+            return found
+        pipeline = self._meta.pipeline
+        if not pipeline.in_place:
+            return found
+        linear = np.ravel_multi_index(coords.T, self._grid_shape)
+        for i, (key, row) in enumerate(zip(linear.tolist(), coords)):
+            known = self._zeros.get(key)
+            if known is None:
+                known = self._is_zero_chunk(row, pipeline)
+                with self._lock:
+                    self._zeros[key] = known
+            found[i] = known
+        return found
+
+    def _is_zero_chunk(self, row, pipeline) -> bool:
+        path = self.path / self._key(row)
+        try:
+            size = os.lstat(path).st_size
+        except OSError:
+            return False  # read (and refused) as any chunk
+        if size > pipeline.nbytes * self.ZEROS_SHARE:
+            return False
+        with self._lock:
+            if not self._frame_made:
+                self._zeros_frame, self._frame_made = pipeline.zeros_frame(), True
+        frame = self._zeros_frame
+        if frame is None or size != len(frame):
+            return False
+        try:
+            return untrusted.read_bytes(path, self.display, len(frame)) == frame
+        except (Unusable, OSError):
+            return False  # read (and refused) as any chunk
+
     def _chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
+        """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, but
+        those stored as chunks of zeros (``_zero_chunks``), and the number of chunk coordinates
+        it spans. Work: min(span, stored chunks)."""
+        coords, count = self._stored_chunks_in(selection, display)
+        return coords[~self._zero_chunks(coords)], count
+
+    def _stored_chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
         """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, and
         the number of chunk coordinates it spans. Work: min(span, stored chunks)."""
         grid = self._meta.grid
