@@ -1207,3 +1207,62 @@ def test_reads_into_a_given_array_and_lists_stored_regions(tmp_path, sharded):
 def test_stored_regions_are_everything_when_the_fill_value_is_not_zero(tmp_path):
     write(tmp_path / "a", values(np.uint8), chunks=CHUNKS, zarr_format=2, fill_value=3)
     assert zarr_store.open_array(tmp_path / "a", "x").stored_regions((slice(0, 5), slice(0, 4), slice(0, 4))) is None
+
+
+@pytest.mark.parametrize("compressor", ["blosc-lz4-shuffle", "blosc-zstd-bitshuffle", "zstd", "lz4", "zlib"])
+def test_chunks_of_zeros_stored_by_the_writer_read_as_absent(tmp_path, compressor):
+    """zarr-python 2 stored every chunk, empty ones too: a chunk stored as the bytes the array's
+    codec writes for zeros counts as absent (the passes skip it unread) when the fill value is
+    0, with every value zarr-python's; a codec without a stated size (zlib) is not recognised,
+    and reads the same."""
+    data = np.zeros((12, 8, 8), np.uint16)
+    data[8:, :4] = 7  # only the last layer of chunks holds data
+    array = zarr.create_array(
+        str(tmp_path / "a"),
+        shape=data.shape,
+        dtype=data.dtype,
+        chunks=(4, 4, 4),
+        zarr_format=2,
+        compressors=V2_COMPRESSORS[compressor],
+        config={"write_empty_chunks": True},
+    )
+    array[...] = data
+    assert len([f for f in os.listdir(tmp_path / "a") if not f.startswith(".")]) == 12  # every chunk stored
+    ours = same_as_zarr(tmp_path / "a", [*REGIONS, (slice(0, 8),), (slice(4, 12), slice(0, 4), slice(0, 4))])
+    recognised = compressor != "zlib"
+    assert ours.stored((slice(0, 8),)) is not recognised
+    parts = ours.stored_regions((slice(0, 12), slice(0, 8), slice(0, 8)))
+    assert (len(parts), all(p[0].start == 8 for p in parts)) == ((2, True) if recognised else (12, False))
+    out = np.full(data.shape, 99, np.uint16)
+    np.testing.assert_array_equal(ours.read(Ellipsis, out=out), data)  # absent chunks filled, over stale values
+
+
+def test_chunks_of_zeros_are_data_when_the_fill_value_is_not_zero(tmp_path):
+    data = np.zeros((8, 4, 4), np.uint8)
+    array = zarr.create_array(
+        str(tmp_path / "a"), shape=data.shape, dtype=data.dtype, chunks=(4, 4, 4), zarr_format=2, fill_value=3
+    )
+    array[...] = data  # zeros differ from the fill value: stored
+    ours = same_as_zarr(tmp_path / "a", [Ellipsis])
+    assert ours.stored((slice(0, 4),))
+
+
+@pytest.mark.parametrize("dtype", ["<u2", ">u2", "<f8", "|b1", "<i8"])
+def test_chunks_decoded_in_place_read_as_zarr(tmp_path, dtype):
+    """Regions that hold whole chunks in one block of memory (one chunk, full planes) are decoded
+    straight into the output; the others, other byte orders and booleans through a copy: the
+    same values either way, into a given array too."""
+    data = values(dtype, (12, 8, 8))
+    write(tmp_path / "a", data, written=None, chunks=(4, 8, 8), zarr_format=2, compressors=V2_COMPRESSORS["blosc-lz4-shuffle"])
+    zarr.open_array(str(tmp_path / "a"), mode="r+")[...] = data
+    regions_ = [
+        (slice(4, 8),),
+        (slice(0, 12),),
+        (slice(4, 8), slice(0, 4)),
+        (slice(2, 10),),
+        (slice(8, 12), slice(None), slice(0, 8)),
+    ]
+    ours = same_as_zarr(tmp_path / "a", regions_)
+    for region in regions_:
+        out = np.empty(np.empty(data.shape)[region].shape, ours.dtype)
+        np.testing.assert_array_equal(ours.read(region, out=out), data[region].astype(ours.dtype))

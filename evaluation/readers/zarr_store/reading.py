@@ -213,9 +213,9 @@ class Array:
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
         return np.ravel_multi_index(coords.T, grid).astype(np.int64)
 
-    # A chunk file at most this share of its decoded size may be a chunk of zeros (they shrink
-    # some 250-fold; compressed data chunks are larger), and is compared with one.
-    ZEROS_SHARE = 1 / 64
+    # A chunk file at most this share of its decoded size (or this many bytes) may be a chunk of
+    # zeros (they shrink some 250-fold; compressed data chunks are larger), and is compared with one.
+    ZEROS_SHARE, ZEROS_BYTES = 1 / 64, 1024
 
     def _zero_chunks(self, coords: np.ndarray) -> np.ndarray:
         """Which of the stored chunks ``coords`` (rows) hold the bytes the array's codec writes
@@ -245,7 +245,7 @@ class Array:
             size = os.lstat(path).st_size
         except OSError:
             return False  # read (and refused) as any chunk
-        if size > pipeline.nbytes * self.ZEROS_SHARE:
+        if size > max(pipeline.nbytes * self.ZEROS_SHARE, self.ZEROS_BYTES):
             return False
         with self._lock:
             if not self._frame_made:
