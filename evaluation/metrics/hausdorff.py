@@ -27,12 +27,20 @@ a 256^3 crop is nearly the whole crop, 476 times. Here:
   of its maximum, or, without ``edt``, one voxel per 4^3 cell bounds the rest (the distance is
   1-Lipschitz), so only cells that could beat the best value found are searched;
 - an unmatched piece whose id collides with a distant truth id leaves the union box mostly
-  empty: the sets are then gathered from their own tight boxes and compared point to boundary
+  empty: small sets are then gathered from their own tight boxes and compared point to boundary
   point (``_hausdorff_sparse``: compiled, in order of z gap; the k-d tree past POINT_STEPS);
-- a union box above BOX_VOXELS (a cell spanning the crop) is held as two bit-packed masks
-  (one bit per voxel) and searched slab by slab (``_directed_packed``), in two passes when its
-  outside voxels are too many to keep: cell representatives first, then only the cells that
-  could beat them.
+- a union box above DENSE_BOX (nucleus-sized objects; a split or merged nucleus, or a distant
+  piece sharing the truth's id, makes it crop-sized) is never built: each set is taken on its
+  own box grown by a voxel (``_hausdorff_own``), the target's boundary as the union of its
+  parts' boundaries (the nearest target voxel is always among them). Outside voxels near the
+  target (the crescent a shifted nucleus leaves) are measured by ``nearest``'s exact local
+  offset search, a few dozen probes each; far ones (the other half of a split nucleus) by a
+  branch and bound over cells, coarse to fine, each cell's point measured by the k-d tree and
+  its diagonal bounding the rest (``_farthest``): thousands of measurements, not one per voxel;
+- a set whose own box is above BOX_VOXELS (a cell spanning the crop) is held as two bit-packed
+  masks of the union box (one bit per voxel) and searched slab by slab (``_directed_packed``),
+  in two passes when its outside voxels are too many to keep: cell representatives first, then
+  only the cells that could beat them.
 
 The reported distance is always computed from the integer voxel offset to the nearest boundary
 voxel with ``distance_transform_edt``'s own arithmetic (per axis ``(delta * vs) ** 2`` summed in

@@ -4,15 +4,22 @@ first steps of ``scoring.py`` ``score_instance``, unchanged between 0f50f70 and 
 
 The reference labels the whole prediction with ``cc3d.connected_components`` and keeps the
 truth, the prediction and the components in memory (24 bytes per voxel and more: a 1000^3 crop
-could not be scored in 7 GiB). Here one pass over the crop in tiles (``volumes.tiles``: z-slabs
-cut into y-bands, x whole) keeps only what the scores need:
+could not be scored in 7 GiB). Here one pass over the crop in tiles (``volumes.instance_tiles``:
+a chunk or a few, in raster order) keeps only what the scores need:
 
 - each tile's components (``cc3d`` on the tile, the same call), numbered provisionally, with
   their voxel count, bounding box and first voxel (``label_stats.component_stats``);
 - the pairs of provisional components that touch across a tile face (26-connected, same value),
-  from the tile's first plane and row against the last plane and row of the tiles before it;
+  from the tile's first z, y and x planes against the planes kept of the tiles before it (the
+  whole last plane of the previous layer of tiles, the last y-plane of the previous band across
+  all of x, the last x-plane of the tile before), which hold every voxel diagonally across;
 - the tile's contingency with the truth (truth foreground only), its truth ids' boxes, the
   binary counts and the truth's maximum.
+
+A tile where neither array stores a chunk is never read: large objects leave most of a crop
+empty (a 1000^3 crop of 30 nuclei stores a quarter of its chunks), so the pass costs what the
+objects' chunks cost. Tiles are read and labelled on two threads (``_works``: decoding, the
+compiled statistics and numpy release the interpreter) and joined in order (``_Scan.take``).
 
 Components joined across faces are one component; ``cc3d`` numbers components in raster order
 of their first voxel, so sorting the joined components by their first voxel gives exactly the

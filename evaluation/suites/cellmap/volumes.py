@@ -15,8 +15,9 @@ not grow with the crop (a 1000^3 crop is 8 GB as uint64).
 - ``tiles``: the crop cut into boxes aligned to the truth's chunks, in raster order, each of at
   most a given number of voxels: the unit of every streamed pass.
 
-``read(box, reuse=True)`` may return an array that the next such read overwrites: the passes
-over tiles use it (a fresh array of hundreds of MB costs its page faults on every tile), the
+``read(box, reuse=True)`` may return an array that the next such read in the same thread
+overwrites (``Buffers``: one per thread, the instance pass reads tiles on two): the passes over
+tiles use it (a fresh array of hundreds of MB costs its page faults on every tile), the
 per-instance reads do not. ``stored(box)`` is False when a box certainly holds only zeros.
 
 The resampled prediction (``alignment.Resampled``, ``alignment.BlockResampled``) is a volume too.
@@ -35,11 +36,13 @@ from evaluation.readers import zarr_store
 
 Box = tuple[slice, ...]
 
-# Voxels of one tile of the instance pass (~40 bytes each at its peak: truth, prediction, mask,
-# components, contingency keys) and bytes per tile of the semantic pass. A crop of up to
-# TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the distances.
+# Voxels of one tile of the instance pass at most (~40 bytes each at its peak: truth,
+# prediction, mask, components, contingency keys) and bytes per tile of the semantic pass. A crop
+# of up to TILE_VOXELS voxels (256^3 is 16.8 M) is one tile, read once and kept for the
+# distances; a larger one is cut into tiles of about SPARSE_TILE_VOXELS (a 128^3 chunk), so that
+# the tiles where neither array stores a chunk are skipped.
 TILE_VOXELS = 32 << 20
-SPARSE_TILE_VOXELS = 2 << 20  # tiles of a crop larger than one tile (``instance_tiles``)
+SPARSE_TILE_VOXELS = 2 << 20
 SEMANTIC_TILE_BYTES = 96 << 20
 CACHE_BYTES = 192 << 20  # decoded chunks kept for the per-instance reads of one array
 
@@ -303,8 +306,8 @@ def regions(volume, box: Box) -> list[Box]:
 def tiles(shape, chunks, budget: int, split_x: bool = True) -> Iterator[Box]:
     """Boxes covering ``shape`` in raster order, each of at most ``budget`` voxels (or one row
     of voxels along x if that is larger and ``split_x`` is False), aligned to ``chunks`` where
-    a chunk fits, so that a pass decodes every chunk once. The instance pass keeps x whole
-    (``split_x=False``): its tiles only meet across z and y faces."""
+    a chunk fits, so that a pass decodes every chunk once. ``split_x=False`` keeps x whole
+    (tiles then only meet across z and y faces)."""
     shape = tuple(int(n) for n in shape)
     if 0 in shape:
         return
