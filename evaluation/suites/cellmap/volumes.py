@@ -2,7 +2,7 @@
 ``dtype``, ``read(box)``, ``stored(box)``), where ``box`` is a tuple of step-1 slices with
 explicit bounds. A task reads its
 truth, aligned prediction and mask region by region instead of whole, so that its memory does
-not grow with the crop (issue 14: a 1000^3 crop is 8 GB as uint64).
+not grow with the crop (a 1000^3 crop is 8 GB as uint64).
 
 - ``ArrayVolume``: a numpy array (the functions' array API, tests, small crops);
 - ``ZarrVolume``: a zarr array through the grader's own bounded reader (``readers/zarr_store``,
