@@ -7,7 +7,8 @@ BraTS_evaluation 0.0.10's six bundled configurations (``preset: brats-gli`` ...
 
 Each says what ``Options`` needs before anything is scored: its classes, every key it writes
 with the key's kind (``keys.Kind``), its default ranking key and the options it sets itself.
-How it scores and summarises is ``evaluations.EVALUATIONS[kind]``.
+How it scores and summarises is the suite's ``EVALUATIONS[kind]``
+(the ``evaluations.Evaluation`` interface).
 
 The bundled configurations are written here as data (the groups and settings of
 ``brats_evaluation/configs/config_<task>.yaml``): all six match greedily nothing but optimally,

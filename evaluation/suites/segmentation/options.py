@@ -51,7 +51,7 @@ class Options:
     missing_cases: str
     unknown_labels: str
     # what the phase evaluates: its listed metrics (modes.Listed) or a whole evaluation
-    # (panoptica's configuration, a BraTS preset); evaluations.EVALUATIONS[mode.kind] scores it
+    # (panoptica's configuration, a BraTS preset), scored by segmentation.EVALUATIONS[mode.kind]
     mode: object
     size_bins: tuple[float, ...] = ()  # lesion-size bin edges (instance_detail.py)
     size_unit: str = "volume"
@@ -125,7 +125,7 @@ class Options:
 
     def keys(self) -> list[str]:
         """Every per-class key the phase writes, in output order."""
-        return [key for key, _ in self.mode.kinds(self)]
+        return [key for key, _ in self.mode.kinds(self)]  # a key written twice too (refused)
 
     def kind(self, key: str) -> Kind:
         return self.key_kinds[key]
