@@ -6,7 +6,7 @@ import html
 
 from evaluation import figures
 from evaluation.suites.segmentation.aggregate import defined, flat
-from evaluation.suites.segmentation.options import UNRANKABLE, Options, higher_is_better
+from evaluation.suites.segmentation.options import Options
 
 MAX_PLOTS = 12  # box plots drawn (the first scores, in output order)
 STYLE = (
@@ -46,7 +46,7 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
     parts = [
         f"<h1>Segmentation evaluation</h1><p>{len(scored)} case(s) scored, {len(failed)} failed. Ranking: "
         f"{html.escape(options.ranking)} ({options.ranking_statistic} over cases, mean over classes) = {_number(score)}"
-        + ("" if higher_is_better(options.ranking) else " (negated: lower is better for this metric)")
+        + ("" if options.kind(options.ranking).higher_is_better else " (negated: lower is better for this metric)")
         + ".</p>",
         "<p>Definitions chosen: "
         + ", ".join(f"{html.escape(f)}: {html.escape(d)}" for f, d in options.definitions.items())
@@ -62,7 +62,7 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
     ]
     parts += ["<h2>Statistics per class</h2>", figures.table(header, body)]
     if scored:
-        scores = [k for k in keys if not UNRANKABLE.match(k.removeprefix("instances_"))]  # not counts and sizes
+        scores = [k for k in keys if options.kind(k).plotted]  # not counts and sizes
         if scores:
             parts += ["<h2>Per class</h2>", _plots(options, scored, scores[:MAX_PLOTS])]
     rows = [
