@@ -15,18 +15,18 @@ configuration or a BraTS preset. What the phase evaluates is read once (``Option
 each entry point asks the implementation ``EVALUATIONS`` holds for it (``evaluations``).
 """
 
+import dataclasses
 import os
 from pathlib import Path
 
 from evaluation import log, public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
-from evaluation.errors import participant_file
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
 from evaluation.suites.segmentation import aggregate, census, inputs, listed, mode_results
 from evaluation.suites.segmentation.evaluations import Evaluation
-from evaluation.suites.segmentation.inputs import CaseTask, memory_estimate, pair_cases, truth_cases
+from evaluation.suites.segmentation.inputs import Cases, CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.metrics_table import BY_DEFINITION, LIBRARIES
 from evaluation.suites.segmentation.options import Options
 from evaluation.suites.segmentation.scoring import check_case
@@ -82,7 +82,7 @@ class Segmentation(Suite):
     ranking = "score"  # the phase's ranking key, negated when lower is better
     higher_is_better = True
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[Cases]:
         options = Options.from_phase(phase)
         truth = truth_cases(phase, options)
         submitted = submission.case_files()
@@ -108,27 +108,21 @@ class Segmentation(Suite):
         if not public.is_public(phase):  # a public phase is only checked: no kernel runs
             warm_up(options)
         _log.info("segmentation_plan", cases=len(cases), classes=len(options.classes))
-        context = {
-            "options": options,
-            "files": files,
-            "truth": sorted(truth),
-            "missing": _missing(truth, files),
-            **evaluation(options).context(options, truth, cases, policy),
-        }
+        extra = evaluation(options).context(options, truth, cases, policy)
+        context = Cases(options, files, tuple(sorted(truth)), _missing(truth, files), extra)
         return Plan(tasks=tasks, context=context, missing=[case for case in sorted(truth) if files.get(case) is None])
 
-    def cases(self, plan: Plan) -> list[str]:
-        return list(plan.context["truth"])
+    def cases(self, plan: Plan[Cases]) -> list[str]:
+        return list(plan.context.truth)
 
-    def census(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict:
-        options = plan.context["options"]
-        scored, _ = aggregate.split(outcomes, {case: case for case in plan.context["files"]})
-        return census.census(options, scored)
+    def census(self, phase: Phase, plan: Plan[Cases], outcomes: dict[str, Outcome], result: Result) -> dict:
+        scored, _ = aggregate.split(outcomes, {case: case for case in plan.context.files})
+        return census.census(plan.context.options, scored)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
-        truth = [case for case in plan.context["truth"] if case in cases]
-        files = {case: file for case, file in plan.context["files"].items() if case in cases}
-        context = {**plan.context, "truth": truth, "files": files, "missing": _missing(truth, files)}
+    def restrict(self, plan: Plan[Cases], cases: set[str]) -> Plan[Cases]:
+        truth = tuple(case for case in plan.context.truth if case in cases)
+        files = {case: file for case, file in plan.context.files.items() if case in cases}
+        context = dataclasses.replace(plan.context, truth=truth, files=files, missing=_missing(truth, files))
         return Plan([t for t in plan.tasks if t.key in cases], context)
 
     def definitions(self, phase: Phase) -> dict[str, dict]:
@@ -136,15 +130,13 @@ class Segmentation(Suite):
         return evaluation(options).definitions(options)
 
     def score(self, payload: CaseTask) -> dict:
-        with participant_file():
-            return evaluation(payload.options).score(payload)
+        return evaluation(payload.options).score(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: CaseTask) -> dict:
-        with participant_file():
-            return check_case(payload)
+        return check_case(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
-        return evaluation(plan.context["options"]).summarize(phase, plan, outcomes)
+    def summarize(self, phase: Phase, plan: Plan[Cases], outcomes: dict[str, Outcome]) -> Result:
+        return evaluation(plan.context.options).summarize(phase, plan, outcomes)

@@ -9,7 +9,7 @@ missing case rejects it too unless ``missing_cases`` says otherwise. A case whos
 be read, is on another grid than its truth, or holds labels that are no class fails alone.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,19 @@ from evaluation.suites.segmentation.options import Options
 # Peak bytes per voxel of a case: both label maps (up to 8 bytes each as read, int64 after a
 # float conversion) and the per-class masks, boundaries and label copies of the box.
 BYTES_PER_VOXEL = 40
+
+
+@dataclass(frozen=True)
+class Cases:
+    """The plan's context: the options, each case's prediction file as the upload names it (None:
+    no prediction), the truth's cases in order, how many have no prediction, and what the chosen
+    evaluation keeps for its summary (``Evaluation.context``)."""
+
+    options: Options
+    files: dict[str, str | None]
+    truth: tuple[str, ...]
+    missing: int
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

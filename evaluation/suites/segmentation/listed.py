@@ -39,14 +39,14 @@ def score(task: CaseTask) -> dict:
 
 
 def summarize(phase, plan, outcomes) -> Result:
-    options, files = plan.context["options"], plan.context["files"]
+    options, files = plan.context.options, plan.context.files
     scored, failed = aggregate.split(outcomes, {case: case for case in files})
     keys = options.keys()
     summary = aggregate.summarize(options, scored, keys)
     score = aggregate.ranking_score(options, summary["overall"])
     metrics = {
         "case": aggregate.case_entries(files, scored, failed),
-        "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context["missing"]),
+        "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context.missing),
         "reference": {**provenance.reference(options), "libraries": REFERENCE},
     }
     out = {"cases.csv": report.cases_csv(options, scored, keys)}

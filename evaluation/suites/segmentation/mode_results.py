@@ -63,17 +63,17 @@ class _WholeEvaluation:
         return aggregate.summarize(options, scored, options.keys()), None
 
     def summarize(self, phase, plan, outcomes) -> Result:
-        options, files = plan.context["options"], plan.context["files"]
+        options, files = plan.context.options, plan.context.files
         scored, failed = aggregate.split(outcomes, {case: case for case in files})
         keys = options.keys()
-        summary, table = self.summary(options, scored, failed, plan.context)
+        summary, table = self.summary(options, scored, failed, plan.context.extra)
         score = aggregate.ranking_score(options, summary["overall"])
         cases = aggregate.case_entries(files, scored, failed)
         if table is not None:
             cases.update({c: {"status": "missing", "classes": v} for c, v in table["penalised"].items() if c not in cases})
         metrics = {
             "case": dict(sorted(cases.items())),
-            "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context["missing"]),
+            "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context.missing),
             "reference": {
                 "evaluation": options.mode.name,
                 "reproduces": options.mode.reference,
