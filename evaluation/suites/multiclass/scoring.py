@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
-from evaluation.errors import PhaseError, SubmissionError, Unusable
+from evaluation.errors import PhaseError, SubmissionError, Unusable, participant_file
 from evaluation.metrics.confusion import ClassIndex, confusion_matrix, region_counts
 from evaluation.readers import images
 from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
@@ -76,8 +76,9 @@ def score_case(batch: Batch, item: Case) -> dict:
     if item.pred is None:  # missing_cases: empty
         fill = batch.background if batch.background is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
-    else:  # the participant's file: a refusal is assigned to them by the pipeline (grading)
-        pred = read_prediction(batch, item, truth_volume)
+    else:  # assigned here, not by the pipeline: a batch collects each case's refusal to name every bad file
+        with participant_file():
+            pred = read_prediction(batch, item, truth_volume)
     counts = region_counts(confusion_matrix(truth, pred, index), batch.entries)
     return {key: getattr(counts, key.lower()).tolist() for key in COUNT_KEYS}
 
