@@ -25,6 +25,7 @@ from evaluation.suites.detection.aggregate import Curves
 CSV_FILE = "curves.csv"
 PNG_FILE = "curves.png"
 HEADER = ["curve", "threshold", "x", "y"]
+TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)  # false positives per case
 
 
 def _number(value) -> float | None:
@@ -60,6 +61,12 @@ def plot(found: Curves, title: str) -> bytes:
     finite = np.isfinite(froc.fpr) & np.isfinite(froc.tpr) & (froc.fpr > 0)
     left.step(froc.fpr[finite], froc.tpr[finite], where="post", color="tab:blue")
     left.set_xscale("log")
+    plain = figures.pyplot().FuncFormatter(lambda v, _: f"{v:g}")  # mathtext is off: no $10^{-1}$ labels
+    left.xaxis.set_major_formatter(plain)
+    left.xaxis.set_minor_formatter(figures.pyplot().NullFormatter())
+    if finite.any():
+        low, high = float(froc.fpr[finite].min()), float(froc.fpr[finite].max())
+        left.set_xticks([x for x in TICKS if low / 1.5 <= x <= high * 1.5] or [low, high])
     left.set(xlabel="false positives per case", ylabel="lesion sensitivity", title="FROC", ylim=(-0.02, 1.02))
     if found.precision_recall is not None:
         precision, recall, _, ap = found.precision_recall
