@@ -25,6 +25,7 @@ It prints:
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -106,23 +107,32 @@ def write(array: np.ndarray, path: Path) -> None:
     sitk.WriteImage(image, str(path), True)
 
 
-def make_dataset(root: Path, cases: int, shape, softmax: int, seed: int = 2022) -> None:
+def make_dataset(root: Path, cases: int, shape, softmax: int, suffix: str = ".nii.gz", seed: int = 2022) -> None:
+    """Labels as .nii.gz (PI-CAI's), maps as ``suffix`` (Grand-Challenge hands .mha to the
+    evaluation)."""
     rng = np.random.default_rng(seed)
     for i in range(cases):
         label, detection, probabilities = make_case(rng, shape, i < softmax)
         write(label, root / "phase" / "labels" / f"c{i:03d}.nii.gz")
-        write(detection, root / "input" / f"c{i:03d}.nii.gz")
+        write(detection, root / "input" / f"c{i:03d}{suffix}")
         if probabilities is not None:
             write(label, root / "softmax-phase" / "labels" / f"c{i:03d}.nii.gz")
-            write(probabilities, root / "softmax-input" / f"c{i:03d}.nii.gz")
+            write(probabilities, root / "softmax-input" / f"c{i:03d}{suffix}")
 
 
 def floor(phase: Path, submission: Path) -> float:
     started = time.perf_counter()
+    maps = {p.name.partition(".")[0]: p for p in submission.iterdir()}
     for truth in sorted((phase / "labels").iterdir()):
         sitk.GetArrayFromImage(sitk.ReadImage(str(truth)))
-        sitk.GetArrayFromImage(sitk.ReadImage(str(submission / truth.name)))
+        sitk.GetArrayFromImage(sitk.ReadImage(str(maps[truth.name.partition(".")[0]])))
     return time.perf_counter() - started
+
+
+def children_cpu() -> float:
+    """CPU seconds of the finished children so far (not inherited across fork and exec)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 REFERENCE = """
@@ -163,15 +173,16 @@ def grade(submission: Path, phase: Path, output: Path) -> dict:
 
 def compare(name: str, ours: dict, python: str | None, submission: Path, labels: Path, extraction: str | None) -> None:
     print(
-        f"{name}: command line {ours['seconds']:.2f} s, peak {ours['peak_mb']:.0f} MB; "
+        f"{name}: command line {ours['seconds']:.2f} s (CPU {ours['cpu']:.2f} s), peak {ours['peak_mb']:.0f} MB; "
         f"score {ours['score']!r}, AP {ours['AP']!r}, AUROC {ours['auroc']!r}"
     )
     if python:
         found = reference(python, submission, labels, extraction)
         same = found["AP"] == ours["AP"] and found["auroc"] == ours["auroc"]
         print(
-            f"{' ' * len(name)}  picai_eval: process {found['wall']:.2f} s (evaluate_folder {found['seconds']:.2f} s), "
-            f"peak {found['peak_mb']:.0f} MB; {found['wall'] / ours['seconds']:.1f}x the command line; AP and AUROC equal: {same}"
+            f"{' ' * len(name)}  picai_eval: process {found['wall']:.2f} s (CPU {found['cpu']:.2f} s; evaluate_folder "
+            f"{found['seconds']:.2f} s), peak {found['peak_mb']:.0f} MB; {found['wall'] / ours['seconds']:.1f}x the command "
+            f"line's wall time, {found['cpu'] / ours['cpu']:.1f}x its CPU; AP and AUROC equal: {same}"
         )
 
 
@@ -180,6 +191,9 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=100)
     parser.add_argument("--shape", default="24x384x384", help="z x y x x")
     parser.add_argument("--softmax", type=int, default=0, help="cases that also get a softmax map (input: softmax)")
+    parser.add_argument(
+        "--map-format", default=".nii.gz", help="the maps' format: .nii.gz (PI-CAI's files) or .mha (Grand-Challenge's)"
+    )
     parser.add_argument("--extraction", default="dynamic-fast", help="the softmax phase's extraction mode")
     parser.add_argument("--picai-python", help="a Python with picai_eval 1.4.13 (and report_guided_annotation) installed")
     parser.add_argument("--keep", help="write the cases here and keep them")
@@ -189,8 +203,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-detection-") as scratch:
         root = Path(args.keep or scratch)
         started = time.perf_counter()
-        make_dataset(root, args.cases, shape, args.softmax)
-        print(f"{args.cases} cases {args.shape} (generated in {time.perf_counter() - started:.1f} s)")
+        make_dataset(root, args.cases, shape, args.softmax, args.map_format)
+        print(f"{args.cases} cases {args.shape}, maps as {args.map_format} (generated in {time.perf_counter() - started:.1f} s)")
         print(f"floor, every file pair read once in one process: {floor(root / 'phase', root / 'input'):.2f} s")
         (root / "phase" / "phase.yaml").write_text("suite: detection\n")
         ours = grade(root / "input", root / "phase", root / "out")

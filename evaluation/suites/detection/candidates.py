@@ -64,7 +64,7 @@ class Foreground:
 
     @classmethod
     def of(cls, volume: np.ndarray) -> "Foreground":
-        nonzero = volume != 0
+        nonzero = volume if volume.dtype == bool else volume != 0  # NaN is non-zero
         box = bounding_box(nonzero)
         if box is None:
             return cls(None, None, volume[:0].ravel())
