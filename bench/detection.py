@@ -154,21 +154,22 @@ print(json.dumps({**found, "seconds": time.perf_counter() - started, "peak_mb": 
 
 
 def reference(python: str, submission: Path, labels: Path, extraction: str | None) -> dict:
-    started = time.perf_counter()
-    done = subprocess.run(
-        [python, "-c", REFERENCE, str(submission), str(labels), extraction or "-"], capture_output=True, text=True
-    )
+    started, cpu = time.perf_counter(), children_cpu()
+    command = [python, "-c", REFERENCE, str(submission), str(labels), extraction or "-"]
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(done.stderr[-3000:])
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall": time.perf_counter() - started}
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return {**found, "wall": time.perf_counter() - started, "cpu": children_cpu() - cpu}
 
 
 def grade(submission: Path, phase: Path, output: Path) -> dict:
+    cpu = children_cpu()
     done = run_cli(submission, phase, output)
     if done["exit"] != 0:
         sys.exit(done["stderr"][-3000:])
     aggregates = json.loads((output / "metrics.json").read_text())["aggregates"]
-    return {**done, **{k: aggregates[k] for k in ("score", "AP", "auroc")}}
+    return {**done, "cpu": children_cpu() - cpu, **{k: aggregates[k] for k in ("score", "AP", "auroc")}}
 
 
 def compare(name: str, ours: dict, python: str | None, submission: Path, labels: Path, extraction: str | None) -> None:
