@@ -552,3 +552,14 @@ def test_a_blob_of_two_values_is_refused_with_the_correction(tmp_path):
     run = run_cli(submission, phase, tmp_path / "b" / "out")
     assert run.code == 2
     assert "case_05.nii.gz: 1 of its 2 lesion candidates hold more than one value" in run.last_line
+
+
+def test_when_every_case_fails_metrics_json_is_still_written(tmp_path):
+    phase, submission = lay_out(tmp_path, BASE, cases=["case_02", "case_03"])
+    for case in ("case_02", "case_03"):
+        _with(submission / f"{case}.nii.gz", _negative)
+    run = run_cli(submission, phase, tmp_path / "out")
+    assert run.code == 2
+    validate_metrics(run.metrics)
+    assert run.metrics["aggregates"]["score"] is None and run.metrics["aggregates"]["n_failed_cases"] == 2
+    assert run.metrics["case"]["case_03"]["status"] == "failed"

@@ -100,7 +100,8 @@ def froc(data: Dataset, last_point: bool) -> Froc:
     tp, fp = curves.froc_counts(data.is_lesion, data.confidence, thresholds, last_point)
     lesions = int(data.is_lesion.sum())
     tpr = tp / lesions if lesions > 0 else np.full(len(tp), np.nan)
-    return Froc(thresholds, tp, fp, tpr, fp / len(data.cases))
+    fpr = fp / len(data.cases) if data.cases else np.full(len(fp), np.nan)  # every case failed
+    return Froc(thresholds, tp, fp, tpr, fpr)
 
 
 def score_interval(data: Dataset, resamples: int, seed: int) -> dict:

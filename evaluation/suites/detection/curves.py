@@ -124,4 +124,5 @@ def tpr_at_fpr(tpr: np.ndarray, fpr: np.ndarray, fp: float) -> float:
     number)."""
     if np.min(fpr) > fp:
         return 0.0
-    return float(tpr[fpr <= fp][-1])
+    below = tpr[fpr <= fp]
+    return float(below[-1]) if below.size else float("nan")  # no case scored: rates undefined
