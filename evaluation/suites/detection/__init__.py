@@ -25,7 +25,6 @@ import dataclasses
 from pathlib import Path
 
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite
-from evaluation.errors import participant_file
 from evaluation.phase import Phase
 from evaluation.submission import Submission
 from evaluation.suites import register
@@ -41,22 +40,19 @@ class Detection(Suite):
     name = "detection"
     ranking = aggregate.HEADLINE
 
-    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan:
-        with participant_file():  # the ground truth's reads say so themselves (organizer_file)
-            return inputs.plan(submission, phase, resources)
+    def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[inputs.Context]:
+        return inputs.plan(submission, phase, resources)
 
     def score(self, payload: Batch) -> dict:
-        with participant_file():
-            return scoring.score_batch(payload)
+        return scoring.score_batch(payload)
 
     def publish(self, phase: Phase, output: Path) -> None:
         inputs.publish(phase, output)
 
     def check(self, payload: Batch) -> dict:
-        with participant_file():
-            return scoring.check_batch(payload)
+        return scoring.check_batch(payload)
 
-    def summarize(self, phase: Phase, plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome]) -> Result:
         context: inputs.Context = plan.context
         result, found = aggregate.result(context, outcomes)
         result.files[report.CSV_FILE] = report.table(found)
@@ -64,10 +60,10 @@ class Detection(Suite):
             result.files[report.PNG_FILE] = report.plot(found, f"{len(context.cases)} cases, picai_eval 1.4.13 definitions")
         return result
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[inputs.Context]) -> list[str]:
         return list(plan.context.cases)
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[inputs.Context], cases: set[str]) -> Plan[inputs.Context]:
         """A batch scores several cases: the context keeps the chosen ones, and the tasks that
         score any of them stay (their other cases are not summarised)."""
         context: inputs.Context = plan.context
