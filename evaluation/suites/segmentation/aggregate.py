@@ -131,6 +131,7 @@ def case_entries(files: dict[str, str], scored: dict[str, dict], failed: dict[st
             "spacing": value["spacing"],
             "classes": value["classes"],
             **({"multiclass": value["multiclass"]} if "multiclass" in value else {}),
+            **({"summary": value["summary"]} if "summary" in value else {}),
         }
         for case, value in scored.items()
     }

@@ -105,9 +105,10 @@ def memory_estimate(path: Path) -> int:
 # Reading one case (in the worker)
 
 
-def integer_labels(volume: Volume, display: str, error) -> np.ndarray:
+def integer_labels(volume: Volume, display: str, error, negative_background: bool = False) -> np.ndarray:
     """The array as integer labels: integers and booleans as they are, floats only if every
-    value is a whole number (label maps are often saved as floats), nothing negative."""
+    value is a whole number (label maps are often saved as floats), nothing negative (or, with
+    ``negative_background``, negative values as 0)."""
     array = volume.array
     if array.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
@@ -120,7 +121,10 @@ def integer_labels(volume: Volume, display: str, error) -> np.ndarray:
     elif array.dtype.kind not in "iu":
         raise error(f"{display}: has data type {array.dtype}; a label map must hold integers")
     if array.dtype.kind == "i" and array.size and int(array.min()) < 0:
-        raise error(f"{display}: holds negative labels (e.g. {int(array.min())}); labels are 0 (background) or positive")
+        if negative_background:
+            array = np.where(array < 0, 0, array)
+        else:
+            raise error(f"{display}: holds negative labels (e.g. {int(array.min())}); labels are 0 (background) or positive")
     if array.ndim not in (2, 3):
         raise error(f"{display}: has {array.ndim} dimensions; the segmentation suite scores 2-D and 3-D images")
     return array
@@ -138,7 +142,7 @@ def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]
         truth_volume = images.read(Path(task.truth), display=truth_display)
     except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {task.case}: {exc}") from None
-    truth = integer_labels(truth_volume, truth_display, PhaseError)
+    truth = integer_labels(truth_volume, truth_display, PhaseError, _negative_background(task))
     pred = np.zeros(truth.shape, np.uint8) if task.prediction is None else read_prediction(task, truth_volume)
     return truth, pred, spacing_of(task.options, _grid_only(truth_volume, task.truth), truth.ndim)
 
@@ -148,7 +152,11 @@ def read_prediction(task: CaseTask, truth: Volume) -> np.ndarray:
     volume in the preflight)."""
     volume = images.read(Path(task.prediction), display=task.display, max_voxels=truth.array.size)
     images.check_geometry(_grid_only(volume, task.prediction), _grid_only(truth, task.truth), task.display)
-    return integer_labels(volume, task.display, SubmissionError)
+    return integer_labels(volume, task.display, SubmissionError, _negative_background(task))
+
+
+def _negative_background(task: CaseTask) -> bool:
+    return getattr(task.options.mode, "negative_labels_are_background", False)
 
 
 def publish(phase: Phase, output: Path) -> None:

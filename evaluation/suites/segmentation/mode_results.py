@@ -44,7 +44,7 @@ class _WholeEvaluation:
             raise SubmissionError(f"{task.display}: {exc}") from None
 
     def score_arrays(self, truth: np.ndarray, pred: np.ndarray, spacing, options: Options) -> dict:
-        classes, details = self.evaluate(truth, pred, spacing, options)
+        classes, details, summary = self.evaluate(truth, pred, spacing, options)
         diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
         return {
             "spacing": list(spacing),
@@ -52,10 +52,12 @@ class _WholeEvaluation:
             "diagonal": diagonal,
             "classes": classes,
             "instances": details,
+            **({"summary": summary} if summary else {}),
         }
 
-    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict]:
-        """(class -> keys -> values, class -> instances.json entry) of one case."""
+    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict, dict]:
+        """(class -> keys -> values, class -> instances.json entry, class -> the reference
+        package's own summary where it holds more than the keys: {} otherwise) of one case."""
         raise NotImplementedError
 
     def summary(self, options: Options, scored: dict, failed: dict, context: dict) -> tuple[dict, dict | None]:
@@ -102,16 +104,21 @@ class _WholeEvaluation:
 class Panoptica(_WholeEvaluation):
     """panoptica's ``Panoptica_Evaluator``: its result keys per group."""
 
-    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict]:
-        classes, details = {}, {}
+    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict, dict]:
+        classes, details, summary = {}, {}, {}
         groups = panoptica_evaluator.evaluate_case(truth, pred, spacing, options.mode.config, options.corrections, scan=scan)
         for name, (result, rows, false_positives) in groups.items():
             details[name] = {"reference_instances": rows, "unmatched_predictions": false_positives}
             classes[name] = self.fields(options, result, rows, false_positives)
-        return classes, details
+            summary[name] = self.package_summary(options, result)
+        return classes, details, {name: values for name, values in summary.items() if values}
 
     def fields(self, options: Options, result: dict, rows: list, false_positives: list) -> dict:
         return result
+
+    def package_summary(self, options: Options, result: dict) -> dict:
+        """What the reference package's summary holds beyond ``fields`` (panoptica's: nothing)."""
+        return {}
 
 
 class Brats(Panoptica):
@@ -133,6 +140,17 @@ class Brats(Panoptica):
                 mode.overlap_threshold, options.corrections,
             )  # fmt: skip
         return brats_table.seg_fields(result, options.corrections)
+
+    def package_summary(self, options: Options, result: dict) -> dict:
+        """BraTS_evaluation's summary of a group: panoptica's result, every value the table
+        does not carry itself (``global_bin_volume_pred``, ``pq_dsc``, ``n_ref_instances``, the
+        ``sq_*`` the mets table recomputes, ...); for mets also the ordinary table's
+        ``lesionwise_*`` columns (``parse_seg_results``), as ``seg_lesionwise_*``."""
+        summary = {key: value for key, value in result.items() if not isinstance(value, (dict, list, tuple))}
+        if options.mode.parser == "mets":
+            ordinary = brats_table.seg_fields(result, options.corrections)
+            summary.update({f"seg_{k}": v for k, v in ordinary.items() if k.startswith("lesionwise_")})
+        return summary
 
     def summary(self, options: Options, scored: dict, failed: dict, context: dict) -> tuple[dict, dict]:
         """The table in BraTS_evaluation's order (rows named by truth file), its statistics per
@@ -160,9 +178,9 @@ class Brats2023(_WholeEvaluation):
 
     writes_instances = False
 
-    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict]:
+    def evaluate(self, truth, pred, spacing, options: Options) -> tuple[dict, dict, dict]:
         found = brats2023.evaluate_case(truth, pred, spacing, options.mode.challenge, options.corrections, scan=scan)
-        return {name: brats2023.row(values) for name, values in found.items()}, {}
+        return {name: brats2023.row(values) for name, values in found.items()}, {}, {}
 
 
 PANOPTICA, BRATS, BRATS2023 = Panoptica(), Brats(), Brats2023()

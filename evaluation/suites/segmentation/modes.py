@@ -184,6 +184,10 @@ class Brats2023Preset:
     kind: ClassVar[str] = "brats2023"
     reference: ClassVar[str] = "rachitsaluja/BraTS-2023-Metrics@43c9052, metrics.py: get_LesionWiseResults"
     defaults: ClassVar[dict] = {}
+    # The 2023 code reads each region as a set of labels (``get_LesionWiseResults``: the masks
+    # of labels 1, 2, 3), so a negative value (-1, as some label maps mark unlabelled voxels)
+    # is background there: read it as 0, where the other evaluations refuse it.
+    negative_labels_are_background: ClassVar[bool] = True
 
     @property
     def classes(self) -> tuple[ClassDef, ...]:
