@@ -321,7 +321,7 @@ def default_run(tmp_path_factory):
 
 
 def test_written_files(default_run):
-    """metrics.json (schema-valid), curves.csv (every point of the three curves), curves.png;
+    """metrics.json (schema-valid), curves.csv (every point of the three curves), curves.html;
     the leaderboard ranks by the score; a case score per case (jackknife pseudo-values)."""
     metrics = default_run.metrics
     validate_metrics(metrics)
@@ -333,7 +333,7 @@ def test_written_files(default_run):
     assert kinds.count("froc") == len(aggregates["thresholds"])
     assert kinds.count("precision_recall") == len(aggregates["precision"])
     assert kinds.count("roc") == len(aggregates["case_TPR"])
-    assert (default_run.output / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (default_run.output / "curves.html").read_text().count("<svg") == 3
     assert metrics["aggregates"]["ranking_ci"]["cases"] == 25
     assert metrics["case"]["case_04"]["prediction_file"] == "case_04.nii.gz"
 
@@ -342,7 +342,7 @@ def test_report_false_draws_no_plot(tmp_path):
     phase, submission = lay_out(tmp_path, BASE + "report: false\n", cases=["case_02", "case_03", "case_12"])
     run = run_cli(submission, phase, tmp_path / "out")
     assert run.code == 0, run.stderr
-    assert (tmp_path / "out" / "curves.csv").is_file() and not (tmp_path / "out" / "curves.png").exists()
+    assert (tmp_path / "out" / "curves.csv").is_file() and not (tmp_path / "out" / "curves.html").exists()
 
 
 def test_likelihoods_as_csv_equal_json(tmp_path, default_run):

@@ -125,7 +125,7 @@ reference mask, the generated ones included.</li>
 </ul>"""
 
 
-def _summary_section(scored: Scored, summary_columns: list[str], pngs: dict[str, bytes]) -> list[str]:
+def _summary_section(scored: Scored, summary_columns: list[str], drawn: dict[str, str]) -> list[str]:
     """Mean and std of the headline columns per model, and the models compared."""
     headline = [c for c in HEADLINE if c in summary_columns] or summary_columns[:4]
     body = []
@@ -140,12 +140,12 @@ def _summary_section(scored: Scored, summary_columns: list[str], pngs: dict[str,
     ]
     if len(scored.summaries) > 1:
         parts.append('<h2>Models compared</h2><div class="plots">')
-        parts += [figures.img(pngs[f"plots/models_{m}.png"], f"models {m}") for m in METRICS if f"plots/models_{m}.png" in pngs]
+        parts += [drawn[f"plots/models_{m}.svg"] for m in METRICS if f"plots/models_{m}.svg" in drawn]
         parts.append("</div>")
     return parts
 
 
-def _model_section(model: str, images: dict[str, dict], summary: dict, names: list[str], pngs: dict[str, bytes]) -> list[str]:
+def _model_section(model: str, images: dict[str, dict], summary: dict, names: list[str], drawn: dict[str, str]) -> list[str]:
     """One model: its statistics, its per-image values and its plots."""
     parts = [f"<h2>Model {html.escape(model)}</h2>"]
     if not images:
@@ -165,19 +165,19 @@ def _model_section(model: str, images: dict[str, dict], summary: dict, names: li
     )
     for family in families(names):
         parts.append(f'<h3>{html.escape(family["title"])}</h3><div class="plots">')
-        parts += [
-            figures.img(pngs[f"plots/{model}/{family['key']}_{kind}.png"], f"{family['key']} {kind}")
-            for kind in ("line", "box", "violin")
-        ]
+        parts += [drawn[f"plots/{model}/{family['key']}_{kind}.svg"] for kind in ("line", "box", "violin")]
         parts.append("</div>")
     return parts
 
 
-def report_html(context: Context, scored: Scored, pngs: dict[str, bytes]) -> str:
+def report_html(context: Context, scored: Scored, drawn: dict[str, str]) -> str:
     names = context.annotators
-    parts = [f"<h1>Multi-annotator evaluation</h1>{_settings_table(context)}", *_summary_section(scored, summarized(names), pngs)]
+    parts = [
+        f"<h1>Multi-annotator evaluation</h1>{_settings_table(context)}",
+        *_summary_section(scored, summarized(names), drawn),
+    ]
     for model, images in scored.rows.items():
-        parts += _model_section(model, images, scored.summaries[model], names, pngs)
+        parts += _model_section(model, images, scored.summaries[model], names, drawn)
     parts.append(f"<h2>Definitions</h2>{NOTES}")
     return figures.page("Multi-annotator evaluation", "".join(parts), STYLE)
 
@@ -188,7 +188,7 @@ def outputs(context: Context, scored: Scored) -> dict[str, str | bytes]:
     files: dict[str, str | bytes] = dict(tables(scored.rows, scored.summaries, context.annotators))
     if not context.options.report:
         return files
-    pngs = plots(scored.rows, scored.summaries, context.annotators)
-    files.update(pngs)
-    files["report.html"] = report_html(context, scored, pngs)
+    drawn = plots(scored.rows, scored.summaries, context.annotators)
+    files.update(drawn)
+    files["report.html"] = report_html(context, scored, drawn)
     return files

@@ -18,7 +18,7 @@ it, and the cross-case values are computed from the others.
 Modules: ``options``, ``inputs`` (cases, likelihoods, batches), ``candidates`` (detection maps'
 blobs, softmax extraction), ``lesions`` (one case's rows), ``scoring`` (one batch in a worker),
 ``curves`` (PR, ROC, FROC), ``aggregate`` (``Metrics``, metrics.json, leaderboard, case
-scores), ``report`` (curves.csv, curves.png).
+scores), ``report`` (curves.csv, curves.html).
 """
 
 import dataclasses
@@ -57,7 +57,7 @@ class Detection(Suite):
         result, found = aggregate.result(context, outcomes)
         result.files[report.CSV_FILE] = report.table(found)
         if phase.option("report"):  # report: false draws nothing (the CSV stays)
-            result.files[report.PNG_FILE] = report.plot(found, f"{len(context.cases)} cases, picai_eval 1.4.13 definitions")
+            result.files[report.PAGE_FILE] = report.page(found, f"{len(context.cases)} cases, picai_eval 1.4.13 definitions")
         return result
 
     def cases(self, plan: Plan[inputs.Context]) -> list[str]:

@@ -12,18 +12,19 @@ table, ``curve,threshold,x,y``:
   threshold;
 - ``roc``: x = FPR, y = TPR of the case-level curve, from (0, 0); no thresholds.
 
-``curves.png`` draws the three side by side.
+``curves.html`` draws the three side by side (SVG charts).
 """
 
+import html
 import math
 
 import numpy as np
 
-from evaluation import figures
+from evaluation import charts, figures
 from evaluation.suites.detection.aggregate import Curves
 
 CSV_FILE = "curves.csv"
-PNG_FILE = "curves.png"
+PAGE_FILE = "curves.html"
 HEADER = ["curve", "threshold", "x", "y"]
 TICKS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50)  # false positives per case
 
@@ -53,35 +54,28 @@ def table(found: Curves) -> str:
     return figures.csv_text(HEADER, records(found))
 
 
-def plot(found: Curves, title: str) -> bytes:
-    """FROC (log false positives per case), precision-recall and ROC, side by side."""
-    plt = figures.pyplot()
-    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 4.2))
+def page(found: Curves, title: str) -> str:
+    """FROC (log false positives per case), precision-recall and ROC, side by side, as a page
+    (SVG charts: drawn by the browser, the run renders nothing)."""
     froc = found.froc
-    finite = np.isfinite(froc.fpr) & np.isfinite(froc.tpr) & (froc.fpr > 0)
-    left.step(froc.fpr[finite], froc.tpr[finite], where="post", color="tab:blue")
-    left.set_xscale("log")
-    plain = figures.pyplot().FuncFormatter(lambda v, _: f"{v:g}")  # mathtext is off: no $10^{-1}$ labels
-    left.xaxis.set_major_formatter(plain)
-    left.xaxis.set_minor_formatter(figures.pyplot().NullFormatter())
-    if finite.any():
-        low, high = float(froc.fpr[finite].min()), float(froc.fpr[finite].max())
-        left.set_xticks([x for x in TICKS if low / 1.5 <= x <= high * 1.5] or [low, high])
-    left.set(xlabel="false positives per case", ylabel="lesion sensitivity", title="FROC", ylim=(-0.02, 1.02))
+    ticks = [(x, f"{x:g}") for x in TICKS]
+    drawn = [
+        charts.lines("FROC", [("FROC", froc.fpr, froc.tpr)], "false positives per case", "lesion sensitivity",
+                     x_ticks=ticks, step=True, log_x=True, y_range=(0.0, 1.0)),
+    ]  # fmt: skip
     if found.precision_recall is not None:
         precision, recall, _, ap = found.precision_recall
-        middle.step(recall, precision, where="post", color="tab:green")
-        middle.set_title(f"Precision-recall (AP {ap:.4f})")
-    else:
-        middle.set_title("Precision-recall (no lesion or candidate)")
-    middle.set(xlabel="lesion recall", ylabel="precision", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+        pr_title = f"Precision-recall (AP {ap:.4f})"
+        drawn.append(
+            charts.lines(pr_title, [("precision", recall[::-1], precision[::-1])], "lesion recall", "precision",
+                         x_ticks=[(x, f"{x:g}") for x in (0, 0.25, 0.5, 0.75, 1)], step=True, y_range=(0.0, 1.0))
+        )  # fmt: skip
     fpr, tpr, auroc = found.roc
-    right.plot(fpr, tpr, color="tab:red", marker=".")
-    right.plot([0, 1], [0, 1], color="0.8", linestyle="--", linewidth=1)
-    right.set(xlabel="false positive rate (cases)", ylabel="true positive rate (cases)", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
-    right.set_title(f"ROC (AUROC {auroc:.4f})" if np.isfinite(auroc) else "ROC (undefined: one class only)")
-    for axis in (left, middle, right):
-        axis.grid(True, alpha=0.3)
-    figure.suptitle(title)
-    figure.tight_layout()
-    return figures.png(figure)
+    roc_title = f"ROC (AUROC {auroc:.4f})" if np.isfinite(auroc) else "ROC (undefined: one class only)"
+    drawn.append(
+        charts.lines(roc_title, [("ROC", fpr, tpr), ("chance", [0, 1], [0, 1])], "false positive rate (cases)",
+                     "true positive rate (cases)", x_ticks=[(x, f"{x:g}") for x in (0, 0.25, 0.5, 0.75, 1)],
+                     y_range=(0.0, 1.0), dashed=frozenset({"chance"}))
+    )  # fmt: skip
+    body = f"<h1>{html.escape(title)}</h1>" + charts.row(drawn, "FROC, precision-recall and ROC curves")
+    return figures.page("Detection curves", body, "body{font-family:sans-serif;margin:1.5em}")

@@ -4,7 +4,7 @@ per-case table), built with the shared helpers of ``evaluation.figures``."""
 
 import html
 
-from evaluation import figures
+from evaluation import charts, figures
 from evaluation.suites.segmentation.aggregate import defined, flat
 from evaluation.suites.segmentation.options import Options
 
@@ -31,15 +31,11 @@ def _number(value) -> str:
 def _plots(options: Options, scored: dict[str, dict], keys: list[str]) -> str:
     """A box plot per key, one box per class (inline SVG: the report costs no figure render)."""
     names = [c.name for c in options.classes]
-    panels = [
-        (
-            key,
-            names,
-            [[float(v) for v in (flat(value["classes"][n]).get(key) for value in scored.values()) if defined(v)] for n in names],
-        )
+    boxes = [
+        charts.boxes(key, names, [[flat(value["classes"][n]).get(key) for value in scored.values()] for n in names])
         for key in keys
     ]
-    return figures.svg_box_plots(panels, "box plots of the metrics per class")
+    return charts.row(boxes, "box plots of the metrics per class")
 
 
 def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str], summary: dict, keys: list[str], score) -> str:
