@@ -16,7 +16,7 @@ import numpy as np
 
 WIDTH, HEIGHT = 420, 250
 TOP, BOTTOM, LEFT, RIGHT = 40, 52, 58, 12
-LEGEND_WIDTH = 150
+LEGEND_MAX_WIDTH = 150
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 EMPTY = "#eee"
 
@@ -58,10 +58,10 @@ def density(values: Sequence[float], points: np.ndarray) -> np.ndarray:
 class _Frame:
     """One chart's axes: the plotting area, the y (and x) scales, the SVG parts so far."""
 
-    def __init__(self, title: str, y_label: str, y_range: tuple[float, float], width: int = WIDTH, legend: bool = False):
+    def __init__(self, title: str, y_label: str, y_range: tuple[float, float], width: int = WIDTH, legend: Sequence[str] = ()):
         low, high = y_range if y_range[1] > y_range[0] else (y_range[0] - 0.5, y_range[0] + 0.5)
-        self.width, self.low, self.high = width + (LEGEND_WIDTH if legend else 0), low, high
-        self.right = width - RIGHT
+        self.width, self.low, self.high = width, low, high
+        self.right = width - RIGHT - _legend_width(legend)  # the legend inside the width: charts in a row align
         self.bottom = HEIGHT - BOTTOM
         self.parts = [
             _title(title, width),
@@ -103,14 +103,32 @@ class _Frame:
             dash = ' stroke-dasharray="4 3"' if dashed else ""
             self.parts.append(
                 f'<line x1="{self.right + 8}" y1="{y}" x2="{self.right + 26}" y2="{y}" stroke="{colour}" stroke-width="2"{dash}/>'
-                f'<text x="{self.right + 30}" y="{y + 3}" font-size="9">{html.escape(label)}</text>'
+                f'<text x="{self.right + 30}" y="{y + 3}" font-size="9">{html.escape(_cut(label))}</text>'
             )
 
     def svg(self) -> str:
         return (
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" height="{HEIGHT}" font-family="sans-serif">'
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" height="{HEIGHT}" '
+            f'viewBox="0 0 {self.width} {HEIGHT}" style="max-width:100%;height:auto" font-family="sans-serif">'
             f"{''.join(self.parts)}</svg>"
         )
+
+
+def _legend(series: Sequence[tuple]) -> list[str]:
+    """The labels a legend lists: none for a single series."""
+    return [label for label, *_ in series] if len(series) > 1 else []
+
+
+def _cut(label: str) -> str:
+    """A legend label within ``LEGEND_MAX_WIDTH``."""
+    room = (LEGEND_MAX_WIDTH - 36) // 5
+    return label if len(label) <= room else label[: room - 1] + "…"
+
+
+def _legend_width(labels: Sequence[str]) -> int:
+    """Room for a legend right of the plotting area: its longest label (9 px type, about 5 px a
+    character), at most ``LEGEND_MAX_WIDTH`` (longer labels are cut there)."""
+    return min(LEGEND_MAX_WIDTH, 36 + 5 * max(map(len, labels))) if labels else 0
 
 
 def _title(text: str, width: int) -> str:
@@ -159,10 +177,10 @@ def lines(
     points not finite (or, with ``log_x``, at x <= 0) are left out."""
     kept = []
     for label, xs, ys in series:
-        pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if _finite([x, y]) and (not log_x or x > 0)]
+        pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if len(_finite([x, y])) == 2 and (not log_x or x > 0)]
         kept.append((label, [(math.log10(x) if log_x else x, y) for x, y in pairs]))
     points = [p for _, pairs in kept for p in pairs]
-    frame = _Frame(title, y_label, _range([y for _, y in points], y_range), legend=len(series) > 1)
+    frame = _Frame(title, y_label, _range([y for _, y in points], y_range), legend=_legend(kept))
     x_low, x_high = _range([x for x, _ in points], None)
     x_high = x_high if x_high > x_low else x_low + 1
     to_x = lambda x: LEFT + (frame.right - LEFT) * (x - x_low) / (x_high - x_low)  # noqa: E731
@@ -254,8 +272,8 @@ def bars(
     x_label: str = "",
 ) -> str:
     """Grouped bars: per (label, heights, error below, error above) one bar in each group."""
-    tops = [h + up for _, heights, _, above in series for h, up in zip(heights, above) if _finite([h, up])]
-    frame = _Frame(title, y_label, (min(0.0, *tops) if tops else 0.0, max(tops, default=1.0)), legend=len(series) > 1)
+    tops = [h + up for _, heights, _, above in series for h, up in zip(heights, above) if len(_finite([h, up])) == 2]
+    frame = _Frame(title, y_label, (min(0.0, *tops) if tops else 0.0, max(tops, default=1.0)), legend=_legend(series))
     positions = frame.slots(len(groups))
     width = (frame.right - LEFT) / max(len(groups), 1) * 0.8 / max(len(series), 1)
     for index, (_, heights, below, above) in enumerate(series):

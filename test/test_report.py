@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -140,3 +141,15 @@ def test_violin_densities_are_matplotlibs():
     values = rng.normal(size=25)
     points = np.linspace(values.min(), values.max(), 50)
     assert charts.density(values, points) == pytest.approx(mlab.GaussianKDE(values, "scott").evaluate(points), rel=1e-12)
+
+
+def test_lines_leave_out_points_with_an_infinite_coordinate():
+    """A point with one coordinate not finite (the FROC's last point: infinitely many false
+    positives) is left out, not drawn at NaN; with ``log_x``, so is x = 0."""
+    from evaluation import charts
+
+    svg = charts.lines("t", [("s", [0.0, 0.1, 1.0, math.inf], [0.0, 0.5, 0.8, 0.9])], "x", "y", log_x=True, step=True)
+    (path,) = re.findall(r'<path d="([^"]*)"', svg)
+    assert "nan" not in svg.lower() and path.count("M") + path.count("L") == 2
+    svg = charts.lines("t", [("s", [0.0, 0.5, math.nan], [0.0, math.inf, 1.0])], "x", "y")
+    assert "nan" not in svg.lower() and "<circle" in svg and svg.count("<circle") == 1

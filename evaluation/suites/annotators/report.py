@@ -1,11 +1,11 @@
-"""The ``annotators`` suite's files for people: CSV tables, PNG plots and one HTML report.
+"""The ``annotators`` suite's files for people: CSV tables, SVG plots and one HTML report.
 
 Tables keep the names and layout of MMV-Lab/string_vessel_project@c90f9ec (``evaluation_metrics``
 writes ``model_evaluation_<id>.csv``; ``generate_statistical_summaries`` writes
 ``single_summary.csv``, or ``mean_summary.csv``, ``std_summary.csv``, ``variance_summary.csv``
 and ``min_max_summary.csv`` for several models), so its users' spreadsheets keep working;
-``summary.csv`` adds min and max per model in one long table. The plots (``plots``) are
-embedded as base64 in ``report.html``, which is self-contained.
+``summary.csv`` adds min and max per model in one long table. The plots (``plots/*.svg``) are
+also inline in ``report.html``, which is self-contained.
 """
 
 import html
@@ -107,8 +107,8 @@ h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #cbd2d9;padding-
 h3{font-size:1.05rem;margin-top:1.6rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #d9e2ec;padding:.25rem .55rem;text-align:right}th{background:#f0f4f8}
 td:first-child,th:first-child{text-align:left}
-.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(360px,1fr));gap:.8rem}
-.plots img{width:100%;border:1px solid #e4e7eb}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,340px),1fr));gap:.8rem}
+.plots svg{width:100%;height:auto}
 .note{color:#52606d;font-size:.88rem}details{margin:.8rem 0}summary{cursor:pointer;font-weight:600}
 .scroll{overflow-x:auto}
 """
@@ -182,11 +182,11 @@ def report_html(context: Context, scored: Scored, drawn: dict[str, str]) -> str:
     return figures.page("Multi-annotator evaluation", "".join(parts), STYLE)
 
 
-def outputs(context: Context, scored: Scored) -> dict[str, str | bytes]:
+def outputs(context: Context, scored: Scored, rendered: bool) -> dict[str, str | bytes]:
     """Every file the suite writes beside metrics.json: the tables always, the plots and the
-    HTML report when the phase's ``report`` option is on."""
+    HTML report when ``rendered`` (the phase's ``report`` option)."""
     files: dict[str, str | bytes] = dict(tables(scored.rows, scored.summaries, context.annotators))
-    if not context.options.report:
+    if not rendered:
         return files
     drawn = plots(scored.rows, scored.summaries, context.annotators)
     files.update(drawn)

@@ -1,4 +1,4 @@
-"""The detection suite's curves for a reader: one CSV table and, with ``report`` on, one PNG.
+"""The detection suite's curves for a reader: one CSV table and, with ``report`` on, one HTML page of SVG charts.
 
 picai_eval writes no table or plot (its ``Metrics`` exposes the arrays; ``metrics.json`` holds
 only AUROC, AP and the rows). ``curves.csv`` lists every point of the three curves in one long
