@@ -1,38 +1,8 @@
-"""HDF5 datasets from untrusted files: only the file itself is read, sizes are bounded first.
-
-What a crafted file could do, and what stops it here:
-
-- **Read another file.** External links (at any level of a key path), soft links, virtual
-  datasets and external raw storage all name other files or objects. Keys are resolved one
-  component at a time with ``H5Lexists``/``H5Lget_info`` on a single name (neither follows the
-  link it looks at) and only hard links are entered; ``name in group`` and ``group[path]``
-  are never used on a path before that walk, because they follow links. "The only dataset"
-  is looked for with ``H5Ovisit``, which follows hard links only. A dataset's layout is read
-  from its creation property list before its dataspace: asking a virtual dataset with an
-  unlimited mapping for its shape opens its source files.
-- **Exhaust memory or time while decoding.** Chunks no larger than the dataset (the rule
-  zarr arrays follow, ``regions.padding_problem``: a 384-voxel dataset in one 256 MiB chunk
-  is refused from its metadata). Chunks filtered with deflate, shuffle and fletcher32 are
-  read raw (positioned reads of the file) and decoded here, each bounded to its expected
-  size (``readers.codecs``: one zlib stream, nothing after it); HDF5's own deflate filter
-  keeps growing its buffer, so a 1.5 MB chunk can decode to gigabytes. LZF
-  chunks (decoded by h5py's filter) are accepted only when their stored size times LZF's
-  largest possible ratio stays within ``limits.HDF5_MAX_FILTER_OUTPUT``; every other filter is refused.
-  The stored chunks are listed once (``chunk_iter``): there may be at most ``limits.HDF5_MAX_CHUNKS``,
-  each inside the file, none overlapping another, so decoding work is bounded by the file's
-  size; regions without stored chunks are never decoded (``stored``) and read as the fill
-  value. Declared shapes larger than the caller's ``max_voxels`` are refused from metadata.
-- **Claim data that is not there.** Contiguous data and every stored chunk must lie inside
-  the file (a truncated upload is refused rather than read as zeros).
-
-Numbers come back in native byte order (big-endian datasets are legitimate). Problems raise
-``errors.Unusable`` with a one-line message naming the file by its ``display`` name; what
-h5py raises for a malformed file (``_H5PY_ERRORS``) is such a problem, anything else a bug.
-"""
+"""One dataset of an HDF5 file, checked from its metadata and read region by region, every
+chunk decoded here within its size (``hdf5`` explains the rules)."""
 
 import itertools
 import os
-import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,167 +10,23 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import Unusable
-from evaluation.readers import codecs, limits, regions
+from evaluation.readers import limits, regions
+from evaluation.readers.hdf5.filters import (
+    DECODED_HERE,
+    DEFLATE,
+    FILTER_NAMES,
+    FLETCHER32,
+    LZF,
+    LZF_MAX_RATIO,
+    SHUFFLE,
+    check_fletcher32,
+    inflate,
+    unshuffle,
+)
+from evaluation.readers.hdf5.objects import FIX, H5PY_ERRORS, find_key, guard, h5, number_type, only_dataset, walk
 from evaluation.readers.untrusted import check_regular, open_regular
 
 ATTRIBUTES = ("description",)  # the only attributes callers use
-
-DEFLATE, SHUFFLE, FLETCHER32, LZF = 1, 2, 3, 32000
-LZF_MAX_RATIO = 88  # an LZF back-reference: 3 bytes in, at most 264 bytes out
-_DECODED_HERE = {DEFLATE, SHUFFLE, FLETCHER32}
-_FILTER_NAMES = {
-    DEFLATE: "gzip",
-    SHUFFLE: "shuffle",
-    FLETCHER32: "fletcher32",
-    LZF: "lzf",
-    4: "szip",
-    5: "nbit",
-    6: "scaleoffset",
-    32001: "blosc",
-    32004: "lz4",
-    32008: "bitshuffle",
-    32015: "zstd",
-}
-_FIX = "save the labels as one plain numeric dataset (gzip or lzf compression) inside the file"
-
-
-def _reason(exc: BaseException) -> str:
-    """A library's explanation on one line, without the paths it may quote."""
-    text = re.sub(r"(?:[A-Za-z]:)?[/\\](?:[^\s/\\:'\"]+[/\\])+([^\s/\\:'\"]*)", r"\1", str(exc))
-    text = " ".join(text.split())
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
-
-
-# what h5py raises for a file HDF5 cannot parse (it maps the HDF5 error stack to these)
-_H5PY_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError, NotImplementedError)
-
-
-def _guard(display: str, action):
-    """Run ``action``; what h5py raises for a malformed file becomes ``Unusable`` naming it,
-    running out of memory a refusal too; anything else is a bug and propagates."""
-    try:
-        return action()
-    except MemoryError:
-        raise Unusable(f"{display}: is too large to read in the memory available") from None
-    except _H5PY_ERRORS as exc:
-        raise Unusable(f"{display}: cannot be read as HDF5 ({_reason(exc)}); the file may be truncated or corrupt") from None
-
-
-# --------------------------------------------------------------------------------------------
-# Finding a dataset without following links
-
-
-def _h5():
-    import h5py
-
-    return h5py
-
-
-def _root(handle):
-    h5py = _h5()
-    return h5py.h5o.open(handle.id, b"/")
-
-
-def _parts(key: str, display: str) -> list[str]:
-    parts = [p for p in str(key).split("/") if p]
-    if not parts or len(parts) > limits.HDF5_MAX_KEY_DEPTH or any(p in (".", "..") for p in parts):
-        raise Unusable(f"{display}: '{key}' is not a valid dataset name")
-    return parts
-
-
-_LINK_KINDS = {1: "a soft link", 64: "an external link"}
-
-
-def _walk(handle, key: str, display: str):
-    """The object at ``key`` reached through hard links only, or None when a component does
-    not exist. A soft or external link anywhere on the path is refused."""
-    h5py = _h5()
-    parts = _parts(key, display)
-    node = _root(handle)
-    for depth, part in enumerate(parts):
-        name = part.encode("utf-8", "surrogateescape")
-        if not isinstance(node, h5py.h5g.GroupID):
-            return None
-        if not node.links.exists(name):
-            return None
-        kind = node.links.get_info(name).type
-        if kind != h5py.h5l.TYPE_HARD:
-            where = "/".join(parts[: depth + 1])
-            what = _LINK_KINDS.get(kind, "a user-defined link")
-            raise Unusable(
-                f"{display}: '{where}' is {what} to other data; store the array itself in the file, "
-                "as one plain numeric dataset (gzip or lzf compression)"
-            )
-        node = h5py.h5o.open(node, name)
-    return node
-
-
-def find_key(handle, keys: Sequence[str], display: str) -> str | None:
-    """The first of ``keys`` that names a dataset (through hard links), else None."""
-    h5py = _h5()
-    for key in keys:
-        found = _walk(handle, key, display)
-        if isinstance(found, h5py.h5d.DatasetID):
-            return key
-    return None
-
-
-def only_dataset(handle, display: str) -> str:
-    """The path of the file's only dataset. ``H5Ovisit`` enters hard links only: datasets
-    behind soft or external links are neither counted nor opened."""
-    h5py = _h5()
-    found, seen = [], [0]
-
-    def visit(name, info):
-        seen[0] += 1
-        if seen[0] > limits.HDF5_MAX_OBJECTS:
-            return True  # stops the visit
-        if info.type == h5py.h5o.TYPE_DATASET:
-            found.append(name.decode("utf-8", "surrogateescape"))
-        return None
-
-    h5py.h5o.visit(_root(handle), visit, info=True)
-    if seen[0] > limits.HDF5_MAX_OBJECTS:
-        raise Unusable(f"{display}: holds more than {limits.HDF5_MAX_OBJECTS} groups and datasets; {_FIX}")
-    if len(found) != 1:
-        raise Unusable(f"{display}: holds {len(found)} datasets; expected exactly one (or name it in the phase options)")
-    return found[0]
-
-
-# --------------------------------------------------------------------------------------------
-# Checking a dataset from its metadata
-
-
-def _number_type(tid, display: str, key: str) -> tuple[np.dtype, bool]:
-    """The dataset's on-disk numpy dtype and whether h5py reads it as bool; anything but
-    plain IEEE floats and whole-byte integers (or enums of them) is refused."""
-    h5py = _h5()
-    h5t = h5py.h5t
-    cls = tid.get_class()
-    as_bool = False
-    if cls == h5t.ENUM:
-        as_bool = np.dtype(tid.dtype) == np.bool_
-        tid = tid.get_super()
-        cls = tid.get_class()
-    size = tid.get_size()
-    order = ">" if cls in (h5t.INTEGER, h5t.FLOAT) and tid.get_order() == h5t.ORDER_BE else "<"
-    if cls == h5t.INTEGER and size in (1, 2, 4, 8) and tid.get_precision() == 8 * size and tid.get_offset() == 0:
-        kind = "i" if tid.get_sign() == h5t.SGN_2 else "u"
-        return np.dtype(f"{order}{kind}{size}"), as_bool
-    if cls == h5t.FLOAT and size in (2, 4, 8):
-        expected = {2: (15, 10, 5, 0, 10, 15), 4: (31, 23, 8, 0, 23, 127), 8: (63, 52, 11, 0, 52, 1023)}[size]
-        if (
-            tuple(tid.get_fields()) + (tid.get_ebias(),) == expected
-            and tid.get_precision() == 8 * size
-            and tid.get_offset() == 0
-            and tid.get_norm() == h5t.NORM_IMPLIED
-        ):
-            return np.dtype(f"{order}f{size}"), False
-    try:
-        shown = str(tid.dtype)
-    except _H5PY_ERRORS:  # types numpy cannot represent
-        shown = "a non-numeric type"
-    raise Unusable(f"{display}: '{key}' has data type {shown}; expected plain integers or floats")
 
 
 class Hdf5Array:
@@ -224,7 +50,7 @@ class Hdf5Array:
         self._handle = self._file = None
         check_regular(Path(path), self.display)
         try:
-            _guard(self.display, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
+            guard(self.display, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
         except BaseException:
             self.close()
             raise
@@ -232,25 +58,25 @@ class Hdf5Array:
     # -- opening ---------------------------------------------------------------------------
 
     def _open(self, path: Path, key: str | None, keys: tuple[str, ...], max_voxels) -> None:
-        h5py = _h5()
+        h5py = h5()
         self._file = open_regular(path, self.display)
         self._file_size = os.fstat(self._file.fileno()).st_size
         self._handle = h5py.File(path, "r")
         if key is not None:
             name = key
-            if _walk(self._handle, key, self.display) is None:
+            if walk(self._handle, key, self.display) is None:
                 raise Unusable(f"{self.display}: has no dataset '{key}'")
         else:
             name = find_key(self._handle, keys, self.display) if keys else None
             if name is None:
                 name = only_dataset(self._handle, self.display)
         self.key = name
-        dsid = _walk(self._handle, name, self.display)
+        dsid = walk(self._handle, name, self.display)
         if not isinstance(dsid, h5py.h5d.DatasetID):
             raise Unusable(f"{self.display}: '{name}' is a group, not an array")
         self._dsid = dsid
         self._check_layout(dsid, name)
-        self._file_dtype, self._as_bool = _number_type(dsid.get_type(), self.display, name)
+        self._file_dtype, self._as_bool = number_type(dsid.get_type(), self.display, name)
         self.dtype = np.dtype(bool) if self._as_bool else self._file_dtype.newbyteorder("=")
         space = dsid.get_space()
         kind = space.get_simple_extent_type()
@@ -273,33 +99,33 @@ class Hdf5Array:
         self.attrs = self._attributes()
 
     def _check_layout(self, dsid, name: str) -> None:
-        h5py = _h5()
+        h5py = h5()
         dcpl = dsid.get_create_plist()
         layout = dcpl.get_layout()
         if layout == h5py.h5d.VIRTUAL:
-            raise Unusable(f"{self.display}: '{name}' is a virtual dataset (it maps data of other files); {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' is a virtual dataset (it maps data of other files); {FIX}")
         if dcpl.get_external_count():
-            raise Unusable(f"{self.display}: '{name}' keeps its data in external files; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' keeps its data in external files; {FIX}")
         if layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED, h5py.h5d.COMPACT):
-            raise Unusable(f"{self.display}: '{name}' has an unknown storage layout; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' has an unknown storage layout; {FIX}")
         self._layout, self._dcpl = layout, dcpl
         self._filters = []
         for index in range(dcpl.get_nfilters()):
             code, _flags, values, _name = dcpl.get_filter(index)
-            if code not in _DECODED_HERE and code != LZF:
-                shown = _FILTER_NAMES.get(code, f"filter {code}")
-                raise Unusable(f"{self.display}: '{name}' is compressed with {shown}, which is not accepted; {_FIX}")
+            if code not in DECODED_HERE and code != LZF:
+                shown = FILTER_NAMES.get(code, f"filter {code}")
+                raise Unusable(f"{self.display}: '{name}' is compressed with {shown}, which is not accepted; {FIX}")
             self._filters.append((int(code), tuple(int(v) for v in values)))
         if self._filters and layout != h5py.h5d.CHUNKED:
             raise Unusable(f"{self.display}: '{name}' has filters on unchunked storage; the file is corrupt")
         codes = [code for code, _ in self._filters]
         if codes.count(DEFLATE) > 1:
-            raise Unusable(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' is compressed twice with gzip, which is not accepted; {FIX}")
         if LZF in codes and DEFLATE in codes:
-            raise Unusable(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {_FIX}")
+            raise Unusable(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {FIX}")
 
     def _fill_value(self):
-        h5py = _h5()
+        h5py = h5()
         if self._dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
             return 0
         value = np.zeros(1, dtype=self._file_dtype)
@@ -392,7 +218,7 @@ class Hdf5Array:
         self._offsets, self._sizes, self._masks = offsets[order], sizes[order], masks[order]
 
     def _attributes(self) -> dict:
-        h5py = _h5()
+        h5py = h5()
         found = {}
         for name in ATTRIBUTES:
             try:
@@ -413,7 +239,7 @@ class Hdf5Array:
                 if isinstance(value, bytes | str) and len(value) > limits.HDF5_MAX_ATTRIBUTE_BYTES:
                     continue
                 found[name] = value
-            except _H5PY_ERRORS:  # attributes are informational; a broken one is left out
+            except H5PY_ERRORS:  # attributes are informational; a broken one is left out
                 continue
         return found
 
@@ -451,10 +277,10 @@ class Hdf5Array:
     def stored(self, key=()) -> bool:
         """Whether the region can hold anything but zeros: a stored chunk intersects it, or
         the fill value (what unstored regions read as) is nonzero."""
-        slices, _ = _guard(self.display, lambda: self._region(key))
+        slices, _ = guard(self.display, lambda: self._region(key))
         if any(s.stop <= s.start for s in slices):
             return False
-        if self._fill != 0 or self._layout == _h5().h5d.COMPACT:
+        if self._fill != 0 or self._layout == h5().h5d.COMPACT:
             return True
         if self.chunks is None:
             return self._allocated
@@ -462,7 +288,7 @@ class Hdf5Array:
 
     def __getitem__(self, key) -> np.ndarray:
         slices, dropped = self._region(key)
-        out = _guard(self.display, lambda: self._read(slices))
+        out = guard(self.display, lambda: self._read(slices))
         if dropped:
             out = out.reshape([s.stop - s.start for axis, s in enumerate(slices) if axis not in dropped])
         return out
@@ -485,7 +311,7 @@ class Hdf5Array:
     def _read_library(self, slices: list[slice], shape: tuple[int, ...]) -> np.ndarray:
         """Contiguous, compact and LZF data through HDF5 (nothing unbounded can happen there:
         the extent and every LZF chunk were checked when the dataset was opened)."""
-        h5py = _h5()
+        h5py = h5()
         out = np.empty(shape, dtype=self._file_dtype)  # read as stored (no HDF5 conversion), converted below
         if 0 not in shape:
             with self._lock:
@@ -533,11 +359,11 @@ class Hdf5Array:
             code, values = self._filters[index]
             expected = sizes[index]
             if code == FLETCHER32:
-                data = _check_fletcher32(data, self.display)
+                data = check_fletcher32(data, self.display)
             elif code == DEFLATE:
-                data = _inflate(data, expected, self.display)
+                data = inflate(data, expected, self.display)
             elif code == SHUFFLE:
-                data = _unshuffle(data, values[0] if values else self._file_dtype.itemsize)
+                data = unshuffle(data, values[0] if values else self._file_dtype.itemsize)
             if expected is not None and len(data) != expected:
                 raise Unusable(f"{self.display}: a chunk decodes to {len(data)} bytes instead of {expected}; the file is corrupt")
         if len(data) != self._chunk_bytes:
@@ -560,102 +386,3 @@ class Hdf5Array:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-# --------------------------------------------------------------------------------------------
-# Bounded decoders of HDF5's built-in filters
-
-
-def _inflate(data: bytes, expected: int, display: str) -> bytes:
-    """zlib data that must decode to exactly ``expected`` bytes (one stream, nothing after
-    it); never produces more than ``expected + 1`` bytes, however much it would expand."""
-    try:
-        return codecs.decode(codecs.ZLIB, data, expected, exact=True)
-    except Unusable as exc:
-        raise Unusable(f"{display}: a gzip-compressed chunk cannot be decoded: {exc}; the file is corrupt") from None
-
-
-def _unshuffle(data: bytes, size: int) -> bytes:
-    """HDF5's shuffle filter undone: byte planes back to elements; a remainder of fewer than
-    ``size`` bytes stays at the end, as HDF5 leaves it."""
-    count = len(data) // size if size > 0 else 0
-    if size <= 1 or count <= 1:
-        return data
-    body = np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(size, count).T.tobytes()
-    return body + data[count * size :]
-
-
-def _fletcher_sums(data: bytes) -> tuple[int, int]:
-    """HDF5's Fletcher-32 of ``data``: 16-bit big-endian words (an odd last byte is the high
-    byte of a word), both sums in ones'-complement form (0 only when every word is 0)."""
-    words = np.frombuffer(data, dtype=">u2", count=len(data) // 2).astype(np.uint64)
-    if len(data) % 2:
-        words = np.append(words, np.uint64(data[-1] << 8))
-    n = len(words)
-    total1 = total2 = 0
-    block = 1 << 20
-    for start in range(0, n, block):
-        part = words[start : start + block]
-        weights = (n - np.arange(start, start + len(part), dtype=np.uint64)) % np.uint64(65535)
-        total1 += int(part.sum())
-        total2 += int((part * weights).sum())
-    nonzero = bool(n) and total1 > 0
-    form = lambda t: ((t - 1) % 65535) + 1 if nonzero else 0  # noqa: E731
-    return form(total1), form(total2)
-
-
-def _check_fletcher32(data: bytes, display: str) -> bytes:
-    if len(data) < 4:
-        raise Unusable(f"{display}: a chunk is too short for its checksum; the file is corrupt")
-    body, stored = data[:-4], int.from_bytes(data[-4:], "little")
-    sum1, sum2 = _fletcher_sums(body)
-    value = (sum2 << 16) | sum1
-    b = value.to_bytes(4, "little")
-    reversed_value = (b[1] << 24) | (b[0] << 16) | (b[3] << 8) | b[2]  # HDF5 < 1.6.3 wrote it so
-    if stored not in (value, reversed_value):
-        raise Unusable(f"{display}: a chunk fails its fletcher32 checksum; the file is corrupt")
-    return body
-
-
-# --------------------------------------------------------------------------------------------
-# Module-level helpers
-
-
-def open_array(
-    path: Path,
-    key: str | None = None,
-    display: str | None = None,
-    max_voxels: int | None = None,
-    keys: Sequence[str] = (),
-) -> Hdf5Array:
-    """The dataset ``key`` of ``path``, else the first of ``keys`` that exists, else the
-    file's only dataset; checked from its metadata and ready to be read by region."""
-    return Hdf5Array(path, key, display, max_voxels, keys)
-
-
-def probe(
-    path: Path, key: str | None = None, display: str | None = None, keys: Sequence[str] = ()
-) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and (native) dtype from the file's metadata alone."""
-    with Hdf5Array(path, key, display, keys=keys) as array:
-        return array.shape, array.dtype
-
-
-def read(
-    path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None
-) -> tuple[np.ndarray, dict]:
-    """The whole dataset and its ``attrs``."""
-    with Hdf5Array(path, key, display, max_voxels) as array:
-        return array.read(), array.attrs
-
-
-def dataset_key(path: Path, keys: Sequence[str], display: str | None = None) -> str | None:
-    """The first of ``keys`` naming a dataset of ``path`` through hard links, else None."""
-    display = display or Path(path).name
-    check_regular(Path(path), display)
-
-    def look() -> str | None:
-        with _h5().File(path, "r") as handle:
-            return find_key(handle, keys, display)
-
-    return _guard(display, look)
