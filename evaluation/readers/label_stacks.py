@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from evaluation.errors import Unusable
-from evaluation.readers import images, zarr_store
+from evaluation.readers import formats
 from evaluation.readers.regions import RegionArray
 
-SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")
+SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")  # formats that hold instance stacks (region reads)
 SLAB_BYTES = 32 << 20  # bytes of one slab read from a channel group
 
 
@@ -64,41 +64,13 @@ class LabelArray:
 
 @contextmanager
 def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None):
-    """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file; the first of ``keys`` that
-    exists is used, else the file's only array. HDF5 and TIFF arrays declaring more than
-    ``max_voxels`` voxels are refused from their metadata. Problems raise ``errors.Unusable``."""
-    kind = images.suffix(path)
-    if kind in (".hdf", ".h5", ".hdf5"):
-        from evaluation.readers import hdf5
-
-        with hdf5.open_array(path, display=display, max_voxels=max_voxels, keys=keys) as array:
-            yield LabelArray(array, display)
-    elif kind == ".zarr":
-        target = next((path / k for k in keys if zarr_store.node_kind(path / k) == zarr_store.ARRAY), None)
-        if target is None:
-            found = _zarr_arrays(path)
-            if len(found) != 1:
-                wanted = " or ".join(f"'{k}'" for k in keys)
-                raise Unusable(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
-            target = found[0]
-        array = zarr_store.open_array(target, display)
-        yield LabelArray(array, display, zarr_store.attributes(array))
-    elif kind in (".tif", ".tiff"):
-        from evaluation.readers import tiff
-
-        with tiff.open_array(path, display, max_voxels=max_voxels) as array:
-            yield LabelArray(array, display)  # read page by page, never whole
-    else:
-        raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
-
-
-def _zarr_arrays(root: Path, depth: int = 3) -> list[Path]:
-    kind = zarr_store.node_kind(root)
-    if kind == zarr_store.ARRAY:
-        return [root]
-    if kind != zarr_store.GROUP or depth == 0:
-        return []
-    return [a for name in zarr_store.children(root) for a in _zarr_arrays(root / name, depth - 1)]
+    """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file (``SUFFIXES``); the first of
+    ``keys`` that exists is used, else the file's only array (in a zarr, within three levels).
+    HDF5 and TIFF arrays declaring more than ``max_voxels`` voxels are refused from their
+    metadata; a TIFF is read page by page, never whole. Problems raise ``errors.Unusable``."""
+    found = formats.of(path, display, accepted=SUFFIXES)
+    with found.open(path, display, keys=keys, max_voxels=max_voxels) as array:
+        yield LabelArray(array, display, dict(getattr(array, "attrs", None) or {}))
 
 
 def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:

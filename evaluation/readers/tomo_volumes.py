@@ -21,7 +21,7 @@ import numpy as np
 
 from evaluation import log
 from evaluation.errors import Unusable
-from evaluation.readers import bitpack, images
+from evaluation.readers import bitpack, formats
 from evaluation.readers.slabs import Slabs, open_slabs
 
 PACKED_DATASET = "vol"
@@ -95,7 +95,7 @@ class _Plain(BinaryVolume):
 def _dataset_key(path: Path, display: str) -> str | None:
     """The packed file's dataset name when it is present, else None (the single dataset).
     Looked up through hard links only: a ``vol`` link to another file is refused."""
-    if images.suffix(path) not in images.HDF5_SUFFIXES:
+    if formats.find(path) is not formats.named("HDF5"):  # the challenge's packed file is HDF5
         return None
     from evaluation.readers import hdf5
 

@@ -85,4 +85,3 @@ def dataset_key(path: Path, keys: Sequence[str], display: str | None = None) -> 
             return find_key(handle, keys, display)
 
     return guard(display, look)
-

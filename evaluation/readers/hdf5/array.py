@@ -29,7 +29,7 @@ from evaluation.readers.untrusted import check_regular, open_regular
 ATTRIBUTES = ("description",)  # the only attributes callers use
 
 
-class Hdf5Array:
+class Hdf5Array(regions.RegionArrayBase):
     """One dataset of an HDF5 file, checked from its metadata, read region by region.
 
     ``shape``, ``dtype`` (native byte order), ``chunks`` (None unless chunked), ``attrs``
@@ -245,14 +245,6 @@ class Hdf5Array:
 
     # -- reading ---------------------------------------------------------------------------
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def _region(self, key) -> tuple[list[slice], list[int]]:
-        selection, dropped = regions.select(key, self.shape)
-        return [slice(start, stop) for start, stop in selection], dropped
-
     def _chunk_rows(self, slices: list[slice], first_only: bool = False) -> list[int]:
         """Rows of the stored-chunk index whose chunks intersect the region."""
         if any(s.stop <= s.start for s in slices) or not len(self._linear):
@@ -277,7 +269,7 @@ class Hdf5Array:
     def stored(self, key=()) -> bool:
         """Whether the region can hold anything but zeros: a stored chunk intersects it, or
         the fill value (what unstored regions read as) is nonzero."""
-        slices, _ = guard(self.display, lambda: self._region(key))
+        slices, _ = guard(self.display, lambda: self.slices(key))
         if any(s.stop <= s.start for s in slices):
             return False
         if self._fill != 0 or self._layout == h5().h5d.COMPACT:
@@ -286,16 +278,13 @@ class Hdf5Array:
             return self._allocated
         return bool(self._chunk_rows(slices, first_only=True))
 
-    def __getitem__(self, key) -> np.ndarray:
-        slices, dropped = self._region(key)
+    def read(self, region=()) -> np.ndarray:
+        """``region`` of the dataset (``self[region]``); the whole dataset by default."""
+        slices, dropped = self.slices(region)
         out = guard(self.display, lambda: self._read(slices))
         if dropped:
             out = out.reshape([s.stop - s.start for axis, s in enumerate(slices) if axis not in dropped])
         return out
-
-    def read(self, region=()) -> np.ndarray:
-        """``self[region]``; the whole dataset by default (``regions.RegionArray``)."""
-        return self[region]
 
     def _read(self, slices: list[slice]) -> np.ndarray:
         shape = tuple(s.stop - s.start for s in slices)
@@ -380,9 +369,3 @@ class Hdf5Array:
                 except Exception:  # noqa: BLE001 - closing a half-opened file
                     pass
         self._handle = self._file = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -115,7 +115,6 @@ def only_dataset(handle, display: str) -> str:
     return found[0]
 
 
-
 def number_type(tid, display: str, key: str) -> tuple[np.dtype, bool]:
     """The dataset's on-disk numpy dtype and whether h5py reads it as bool; anything but
     plain IEEE floats and whole-byte integers (or enums of them) is refused."""

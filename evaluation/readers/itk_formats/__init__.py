@@ -99,12 +99,12 @@ __all__ = [
 
 IMAGE_IOS = {
     ".mha": "MetaImageIO",
-    ".nrrd": "NrrdImageIO",
     ".nii": "NiftiImageIO",
     ".nii.gz": "NiftiImageIO",
+    ".nrrd": "NrrdImageIO",
     ".png": "PNGImageIO",
 }
-SUFFIXES = tuple(IMAGE_IOS)
+SUFFIXES = tuple(IMAGE_IOS)  # the registry's SimpleITK format (``readers.formats``), in this order
 
 
 def kind_of(path: Path) -> str | None:

@@ -35,7 +35,7 @@ _NAMES = {DEFLATE: "a deflate", OLD_DEFLATE: "a deflate", LZMA: "an LZMA", PACKB
 # The image
 
 
-class TiffArray:
+class TiffArray(regions.RegionArrayBase):
     """The first image series of a TIFF file, read page by page.
 
     ``shape``, ``dtype`` (native byte order), ``chunks`` (one page per chunk), ``attrs``
@@ -96,15 +96,7 @@ class TiffArray:
         self.chunks = tuple(self.shape) if self._whole_only else (1,) * self._lead + tuple(self.shape[self._lead :])
         self._last = None  # (index, page) of a series read whole, so that slabs do not decode it again
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
     # -- regions ---------------------------------------------------------------------------
-
-    def _region(self, key) -> tuple[list[slice], list[int]]:
-        selection, dropped = regions.select(key, self.shape)
-        return [slice(start, stop) for start, stop in selection], dropped
 
     def _page_indices(self, slices: list[slice]):
         lead = self.shape[: self._lead]
@@ -114,7 +106,7 @@ class TiffArray:
 
     def stored(self, key=()) -> bool:
         """Whether any strip or tile is stored inside the region (missing ones read as 0)."""
-        slices, _ = self._region(key)
+        slices, _ = self.slices(key)
         if any(s.stop <= s.start for s in slices):
             return False
         if self._pages is None or self._whole_only:
@@ -125,8 +117,9 @@ class TiffArray:
                 return True
         return False
 
-    def __getitem__(self, key) -> np.ndarray:
-        slices, dropped = self._region(key)
+    def read(self, region=()) -> np.ndarray:
+        """``region`` of the series (``self[region]``); the whole series by default."""
+        slices, dropped = self.slices(region)
         try:
             return self._read(slices, dropped)
         except MemoryError:
@@ -147,10 +140,6 @@ class TiffArray:
         if dropped:
             out = out.reshape([n for axis, n in enumerate(shape) if axis not in dropped])
         return out
-
-    def read(self, region=()) -> np.ndarray:
-        """``self[region]``; the whole series by default (``regions.RegionArray``)."""
-        return self[region]
 
     # -- decoding one page -----------------------------------------------------------------
 
@@ -257,9 +246,3 @@ class TiffArray:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

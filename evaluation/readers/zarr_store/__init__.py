@@ -43,13 +43,25 @@ import numpy as np
 from evaluation.errors import Unusable
 from evaluation.readers import untrusted
 from evaluation.readers.zarr_store.base import ARRAY, GROUP, Invalid
-from evaluation.readers.zarr_store.hierarchy import _lstat_mode, array_names, children, node_kind
+from evaluation.readers.zarr_store.hierarchy import _lstat_mode, array_names, children, first_array, node_kind, the_array
 from evaluation.readers.zarr_store.metadata import _check_sizes
 from evaluation.readers.zarr_store.reading import Array
 from evaluation.readers.zarr_store.v2 import _parse_v2
 from evaluation.readers.zarr_store.v3 import _parse_v3
 
-__all__ = ["ARRAY", "GROUP", "Array", "array_names", "attributes", "children", "node_kind", "open_array", "read_array"]
+__all__ = [
+    "ARRAY",
+    "GROUP",
+    "Array",
+    "array_names",
+    "attributes",
+    "children",
+    "first_array",
+    "node_kind",
+    "open_array",
+    "read_array",
+    "the_array",
+]
 
 
 def _read_attrs(path: Path, display: str) -> dict:

@@ -2,6 +2,7 @@
 
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from evaluation.errors import Unusable
@@ -56,3 +57,36 @@ def children(path: Path) -> dict[str, str]:
 
 def array_names(path: Path) -> list[str]:
     return [name for name, kind in children(path).items() if kind == ARRAY]
+
+
+def the_array(path: Path, key: str | None, display: str) -> Path:
+    """The array ``key`` of the zarr ``path``, else the group's only array (directly in it)."""
+    target = path / key if key else path
+    if node_kind(target) != ARRAY:
+        arrays = array_names(target)
+        if len(arrays) != 1:
+            raise Unusable(f"{display}: expected one array in the zarr, found {len(arrays)}")
+        target = target / arrays[0]
+    return target
+
+
+def first_array(path: Path, keys: Sequence[str], display: str) -> Path:
+    """The first of ``keys`` that names an array of the zarr ``path``, else its only array
+    within three levels (instance stacks are kept in nested groups: FISBe's layout)."""
+    target = next((path / k for k in keys if node_kind(path / k) == ARRAY), None)
+    if target is None:
+        found = _arrays_below(path)
+        if len(found) != 1:
+            wanted = " or ".join(f"'{k}'" for k in keys)
+            raise Unusable(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
+        target = found[0]
+    return target
+
+
+def _arrays_below(root: Path, depth: int = 3) -> list[Path]:
+    kind = node_kind(root)
+    if kind == ARRAY:
+        return [root]
+    if kind != GROUP or depth == 0:
+        return []
+    return [a for name in children(root) for a in _arrays_below(root / name, depth - 1)]

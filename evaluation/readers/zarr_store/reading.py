@@ -18,7 +18,7 @@ from evaluation.readers.zarr_store.sharding import read_shards
 from evaluation.readers.zarr_store.threads import run_tasks
 
 
-class Array:
+class Array(regions.RegionArrayBase):
     """A zarr array on the local file system, read-only. ``shape``, ``dtype`` (native byte
     order), ``chunks`` (inner chunks for sharded arrays; ``shards`` the shards), ``fill_value``,
     ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode."""
@@ -26,7 +26,6 @@ class Array:
     def __init__(self, path: Path, display: str, meta: _Metadata):
         self.path, self.display, self._meta = path, display, meta
         self.shape = meta.shape
-        self.ndim = len(meta.shape)
         self.dtype = native(meta.dtype)
         self.fill_value = meta.fill
         self.attrs = meta.attrs
@@ -40,14 +39,6 @@ class Array:
 
     def __repr__(self) -> str:
         return f"<zarr array {self.display} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
-
-    def __getitem__(self, region) -> np.ndarray:
-        return self.read(region)
 
     def read(self, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
         """The region (Ellipsis, ints, step-1 slices and tuples of them) as a native-order
