@@ -10,7 +10,7 @@ from evaluation.readers import untrusted
 from evaluation.readers.zarr_store.base import ARRAY, GROUP
 
 
-def _lstat_mode(path: Path) -> int | None:
+def lstat_mode(path: Path) -> int | None:
     try:
         return os.lstat(path).st_mode
     except (OSError, ValueError):
@@ -21,13 +21,13 @@ def node_kind(path: Path) -> str | None:
     """'array', 'group' (explicit or implicit) or None when ``path`` is not a folder (a link
     to a folder is not one). A ``zarr.json`` that cannot be read counts as an array, so that
     opening it reports the problem rather than the node silently not being there."""
-    mode = _lstat_mode(Path(path))
+    mode = lstat_mode(Path(path))
     if mode is None or not stat.S_ISDIR(mode):
         return None
     path = Path(path)
-    if _lstat_mode(path / ".zarray") is not None:
+    if lstat_mode(path / ".zarray") is not None:
         return ARRAY
-    if _lstat_mode(path / "zarr.json") is not None:
+    if lstat_mode(path / "zarr.json") is not None:
         try:
             metadata = untrusted.load_json(path / "zarr.json", "zarr.json")
         except Unusable:
@@ -40,7 +40,7 @@ def children(path: Path) -> dict[str, str]:
     """Name -> kind of the nodes directly inside the group folder ``path``."""
     found = {}
     path = Path(path)
-    mode = _lstat_mode(path)
+    mode = lstat_mode(path)
     if mode is None or not stat.S_ISDIR(mode):
         return found
     try:

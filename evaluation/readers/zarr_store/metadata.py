@@ -9,10 +9,9 @@ import numpy as np
 
 from evaluation.readers import limits, regions
 from evaluation.readers.zarr_store.base import V2_DTYPE, VALID_SIZES, Invalid, is_int, native
-from evaluation.readers.zarr_store.pipeline import _Pipeline
-from evaluation.readers.zarr_store.sharding import _Sharding
+from evaluation.readers.zarr_store.pipeline import Pipeline
 
-_V3_DTYPES = {
+V3_DTYPES = {
     "bool": "b1",
     "int8": "i1",
     "int16": "i2",
@@ -28,7 +27,7 @@ _V3_DTYPES = {
 }
 
 
-def _v2_dtype(value, what: str = "dtype") -> np.dtype:
+def v2_dtype(value, what: str = "dtype") -> np.dtype:
     """A numeric or boolean numpy dtype from a zarr v2 type string such as '<u4'."""
     if isinstance(value, list):
         raise Invalid(f"'{what}' is a structured data type; label arrays must be integer, boolean or float")
@@ -47,19 +46,10 @@ def _v2_dtype(value, what: str = "dtype") -> np.dtype:
     return np.dtype(("|" if size == "1" else order) + kind + size)
 
 
-def _shape(value, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(is_int(v) and minimum <= v <= limits.ZARR_MAX_EXTENT for v in value):
-        lowest = "non-negative" if minimum == 0 else "positive"
-        raise Invalid(f"'{what}' must be a list of {lowest} integers (at most {limits.ZARR_MAX_EXTENT} each)")
-    if len(value) > limits.ZARR_MAX_DIMENSIONS:
-        raise Invalid(f"'{what}' has {len(value)} dimensions; at most {limits.ZARR_MAX_DIMENSIONS} are accepted")
-    return tuple(value)
-
-
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _fill_value(value, dtype: np.dtype, version: int):
+def fill_value(value, dtype: np.dtype, version: int):
     """The fill value as a numpy scalar of the native dtype. v2 ``null`` reads as 0."""
     target = native(dtype)
     if value is None:
@@ -93,20 +83,24 @@ def _fill_value(value, dtype: np.dtype, version: int):
 
 
 @dataclass
-class _Metadata:
+class Metadata:
     version: int
     shape: tuple[int, ...]
     grid: tuple[int, ...]  # chunk (shard) shape
     dtype: np.dtype  # as stored
     fill: object
-    pipeline: _Pipeline | None
-    sharding: _Sharding | None
+    pipeline: Pipeline  # of a chunk, or of a shard (then its array -> bytes stage is the sharding)
     prefix: tuple[str, ...]  # key parts before the chunk coordinates
     separator: str
     attrs: dict
 
+    @property
+    def sharding(self):
+        """The sharding stage of a sharded array, else None."""
+        return self.pipeline.sharding
 
-def _check_sizes(meta: _Metadata) -> None:
+
+def check_sizes(meta: Metadata) -> None:
     """Bounds on the chunk grid and chunk sizes, before anything is read."""
     itemsize = meta.dtype.itemsize
     voxels = math.prod(meta.shape)
@@ -125,7 +119,8 @@ def _check_sizes(meta: _Metadata) -> None:
                 f"its shards hold {inner} inner chunks of shape {meta.sharding.inner.shape}; at most "
                 f"{limits.ZARR_MAX_INNER_CHUNKS} are accepted: use larger inner chunks"
             )
-    for pipeline, what in ((meta.pipeline, "chunk"), (meta.sharding.inner if meta.sharding else None, "inner chunk")):
+    chunk = meta.pipeline if meta.sharding is None else None  # a shard is never decoded whole
+    for pipeline, what in ((chunk, "chunk"), (meta.sharding.inner if meta.sharding else None, "inner chunk")):
         if pipeline is None:
             continue
         size = math.prod(pipeline.shape) * itemsize

@@ -11,20 +11,24 @@ import numpy as np
 from evaluation.errors import Unusable
 from evaluation.readers import limits, regions, untrusted
 from evaluation.readers.zarr_store.base import CANONICAL_INT, THREADS, Corrupt, native
-from evaluation.readers.zarr_store.hierarchy import _lstat_mode
-from evaluation.readers.zarr_store.metadata import _Metadata
-from evaluation.readers.zarr_store.pipeline import _Pipeline
-from evaluation.readers.zarr_store.sharding import read_shards
+from evaluation.readers.zarr_store.hierarchy import lstat_mode
+from evaluation.readers.zarr_store.metadata import Metadata
+from evaluation.readers.zarr_store.pipeline import Pipeline
 from evaluation.readers.zarr_store.threads import run_tasks
 
 
 class Array(regions.RegionArrayBase):
     """A zarr array on the local file system, read-only. ``shape``, ``dtype`` (native byte
     order), ``chunks`` (inner chunks for sharded arrays; ``shards`` the shards), ``fill_value``,
-    ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode."""
+    ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode.
 
-    def __init__(self, path: Path, display: str, meta: _Metadata):
+    Its pipeline's partial array -> bytes stage (``sharding.Sharding``) reads through a small
+    interface: ``path``, ``grid`` (the chunk or shard shape), ``key`` (a chunk's file),
+    ``workers``, ``decode``, ``place`` and ``refuse``."""
+
+    def __init__(self, path: Path, display: str, meta: Metadata):
         self.path, self.display, self._meta = path, display, meta
+        self.grid = meta.grid
         self.shape = meta.shape
         self.dtype = native(meta.dtype)
         self.fill_value = meta.fill
@@ -40,12 +44,39 @@ class Array(regions.RegionArrayBase):
     def __repr__(self) -> str:
         return f"<zarr array {self.display} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
 
-    def read(self, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
+    def read(self, region=Ellipsis, out: np.ndarray | None = None, display: str | None = None) -> np.ndarray:
         """The region (Ellipsis, ints, step-1 slices and tuples of them) as a native-order
         numpy array; absent chunks read as the fill value. ``out``: an array of exactly the
         region's shape and the array's dtype (C-contiguous, writeable) to decode into, reused
-        across reads of same-sized regions (a large fresh array costs its page faults)."""
-        return self._read(region, self.display, out)
+        across reads of same-sized regions (a large fresh array costs its page faults).
+        ``display`` names the array in refusals (default: its own)."""
+        display = display or self.display
+        selection, dropped = regions.select(region, self.shape)
+        out_shape = tuple(stop - start for start, stop in selection)
+        final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
+        if out is not None and (
+            not isinstance(out, np.ndarray)
+            or out.shape != out_shape
+            or out.dtype != self.dtype
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError(f"out must be a writeable C-contiguous {self.dtype} array of shape {out_shape}")
+        if 0 in out_shape:
+            return np.full(final_shape, self.fill_value, dtype=self.dtype)
+        coords, count = self._chunks_in(selection, display)
+        complete = len(coords) == count and self._meta.sharding is None
+        if out is None:
+            out = np.empty(out_shape, dtype=self.dtype)
+        if not complete:
+            self._fill_absent(selection, coords, count, out)
+        if self._meta.sharding is None:
+            pipeline = self._meta.pipeline
+            tasks = [self._chunk_task(c, selection, out, display) for c in coords]
+            run_tasks(tasks, self.workers(pipeline))
+        else:
+            self._meta.sharding.read(self, coords, selection, out, display)
+        return out.reshape(final_shape)
 
     def stored_regions(self, region=Ellipsis) -> list[tuple[slice, ...]] | None:
         """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
@@ -71,37 +102,9 @@ class Array(regions.RegionArrayBase):
         selection, _ = regions.select(region, self.shape)
         return len(self._chunks_in(selection, self.display)[0]) > 0
 
-    # -- regions
+    # -- the interface of the sharding stage (and of the chunk tasks)
 
-    def _read(self, region, display: str, out: np.ndarray | None = None) -> np.ndarray:
-        selection, dropped = regions.select(region, self.shape)
-        out_shape = tuple(stop - start for start, stop in selection)
-        final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
-        if out is not None and (
-            not isinstance(out, np.ndarray)
-            or out.shape != out_shape
-            or out.dtype != self.dtype
-            or not out.flags.c_contiguous
-            or not out.flags.writeable
-        ):
-            raise ValueError(f"out must be a writeable C-contiguous {self.dtype} array of shape {out_shape}")
-        if 0 in out_shape:
-            return np.full(final_shape, self.fill_value, dtype=self.dtype)
-        coords, count = self._chunks_in(selection, display)
-        complete = len(coords) == count and self._meta.sharding is None
-        if out is None:
-            out = np.empty(out_shape, dtype=self.dtype)
-        if not complete:
-            self._fill_absent(selection, coords, count, out)
-        if self._meta.sharding is None:
-            pipeline = self._meta.pipeline
-            tasks = [self._chunk_task(c, selection, out, display) for c in coords]
-            run_tasks(tasks, self._workers(pipeline))
-        else:
-            read_shards(self, coords, selection, out, display)
-        return out.reshape(final_shape)
-
-    def _workers(self, pipeline: _Pipeline) -> int:
+    def workers(self, pipeline: Pipeline) -> int:
         """Threads for decoding: one for tiny chunks (their cost is Python's, under the GIL),
         else as many as the in-flight memory bound allows."""
         if pipeline.nbytes < 16 << 10:
@@ -111,7 +114,8 @@ class Array(regions.RegionArrayBase):
 
     # -- which chunks are stored
 
-    def _key(self, coords) -> str:
+    def key(self, coords) -> str:
+        """The file name of the chunk (or shard) at ``coords``, relative to ``path``."""
         parts = self._meta.prefix + tuple(str(int(c)) for c in coords)
         if not parts:
             parts = ("0",)
@@ -138,7 +142,7 @@ class Array(regions.RegionArrayBase):
         meta = self._meta
         prefix, grid, ndim = meta.prefix, self._grid_shape, self.ndim
         levels = len(prefix) + ndim
-        if 0 in grid or (levels == 0 and _lstat_mode(self.path / "0") is None):
+        if 0 in grid or (levels == 0 and lstat_mode(self.path / "0") is None):
             return np.zeros(0, dtype=np.int64)
         if levels == 0:  # a 0-d array of format 2: its only chunk is "0"
             return np.zeros(1, dtype=np.int64)
@@ -244,12 +248,13 @@ class Array(regions.RegionArrayBase):
 
     # -- decoding
 
-    def _fail(self, display: str, key: str, reason: str):
+    def refuse(self, display: str, key: str, reason: str) -> Unusable:
+        """The refusal of a chunk that cannot be read (raised by the caller)."""
         return Unusable(
             f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr"
         )
 
-    def _place(self, chunk: np.ndarray, origin, selection, out) -> None:
+    def place(self, chunk: np.ndarray, origin, selection, out) -> None:
         """Copy the part of ``chunk`` (at ``origin``) that lies in ``selection`` into ``out``."""
         source, target = [], []
         for o, n, (start, stop) in zip(origin, chunk.shape, selection):
@@ -259,20 +264,21 @@ class Array(regions.RegionArrayBase):
         part = chunk[tuple(source)]
         out[tuple(target)] = part != 0 if self.dtype.kind == "b" else part
 
-    def _decode(self, pipeline: _Pipeline, data, key: str, display: str) -> np.ndarray:
+    def decode(self, pipeline: Pipeline, data, key: str, display: str) -> np.ndarray:
+        """``data`` decoded through ``pipeline``; a corrupt chunk refused, named by ``key``."""
         try:
             return pipeline.decode(data)
         except Corrupt as exc:
-            raise self._fail(display, key, str(exc)) from None
+            raise self.refuse(display, key, str(exc)) from None
 
     def _chunk_task(self, coords, selection, out, display: str):
-        pipeline, key = self._meta.pipeline, self._key(coords)
+        pipeline, key = self._meta.pipeline, self.key(coords)
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
 
         def task():
             data = untrusted.read_bytes(
                 self.path / key, f"{display}/{key}", pipeline.stored_limit, what="a compressed chunk of this array"
             )
-            self._place(self._decode(pipeline, data, key, display), origin, selection, out)
+            self.place(self.decode(pipeline, data, key, display), origin, selection, out)
 
         return task
