@@ -29,15 +29,23 @@ Problems raise ``errors.Unusable``, whoever's file it is.
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from evaluation.errors import Unusable
 from evaluation.readers import hdf5, itk_formats, npy, tiff, zarr_store
-from evaluation.readers.regions import RegionArray
+from evaluation.readers.regions import RegionArrayBase
 from evaluation.readers.volume import Volume
 
 Probe = Callable[[Path, str | None, str], tuple[int, ...]]
 Read = Callable[[Path, str | None, str], Volume]
-Open = Callable[..., RegionArray]
+
+
+class Open(Protocol):
+    """How a format opens an array for region reads (module docstring)."""
+
+    def __call__(
+        self, path: Path, display: str, key: str | None = None, keys: Sequence[str] = (), max_voxels: int | None = None
+    ) -> RegionArrayBase: ...
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,9 @@ def _tiff_read(path: Path, key: str | None, display: str) -> Volume:
     return Volume(tiff.read(path, display))
 
 
-def _tiff_open(path: Path, display: str, key=None, keys: Sequence[str] = (), max_voxels: int | None = None):
+def _tiff_open(
+    path: Path, display: str, key: str | None = None, keys: Sequence[str] = (), max_voxels: int | None = None
+) -> RegionArrayBase:
     return tiff.open_array(path, display, max_voxels=max_voxels)
 
 
@@ -84,7 +94,9 @@ def _hdf5_read(path: Path, key: str | None, display: str) -> Volume:
     return Volume(array, attrs=attrs)
 
 
-def _hdf5_open(path: Path, display: str, key=None, keys: Sequence[str] = (), max_voxels: int | None = None):
+def _hdf5_open(
+    path: Path, display: str, key: str | None = None, keys: Sequence[str] = (), max_voxels: int | None = None
+) -> RegionArrayBase:
     return hdf5.open_array(path, key, display, max_voxels, keys)
 
 
@@ -96,7 +108,9 @@ def _npy_read(path: Path, key: str | None, display: str) -> Volume:
     return Volume(npy.read(path, display))  # never unpickled
 
 
-def _npy_open(path: Path, display: str, key=None, keys: Sequence[str] = (), max_voxels: int | None = None):
+def _npy_open(
+    path: Path, display: str, key: str | None = None, keys: Sequence[str] = (), max_voxels: int | None = None
+) -> RegionArrayBase:
     return npy.NpyArray(path, display)
 
 
@@ -109,7 +123,9 @@ def _zarr_read(path: Path, key: str | None, display: str) -> Volume:
     return Volume(array[...], attrs=array.attrs)
 
 
-def _zarr_open(path: Path, display: str, key=None, keys: Sequence[str] = (), max_voxels: int | None = None):
+def _zarr_open(
+    path: Path, display: str, key: str | None = None, keys: Sequence[str] = (), max_voxels: int | None = None
+) -> RegionArrayBase:
     if key is None and keys:
         return zarr_store.open_array(zarr_store.first_array(path, keys, display), display)
     return zarr_store.open_array(zarr_store.the_array(path, key, display), display)

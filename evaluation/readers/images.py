@@ -75,10 +75,10 @@ def check_geometry(prediction: Volume, truth: Volume, display: str, tolerance: f
         ("origin", prediction.origin, truth.origin),
         ("direction", prediction.direction, truth.direction),
     )
-    for name, got, expected in checks:
-        if got is None or expected is None:
+    for name, got_values, expected_values in checks:
+        if got_values is None or expected_values is None:
             continue
-        got, expected = np.asarray(got, float), np.asarray(expected, float)
+        got, expected = np.asarray(got_values, float), np.asarray(expected_values, float)
         scale = np.abs(np.asarray(truth.spacing, float)).max() if name == "origin" and truth.spacing else 1.0
         if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
             raise Unusable(

@@ -12,9 +12,11 @@ What the ids mean (relabelling, overlaps between channels) is not decided here; 
 hold the result as :class:`evaluation.metrics.sparse_labels.SparseLabels`.
 """
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +39,7 @@ class Channel:
 class LabelArray:
     """A label array in a file with its size-1 axes dropped (``np.squeeze``), read by region."""
 
-    def __init__(self, array: RegionArray, display: str, attrs: dict | None = None):
+    def __init__(self, array: RegionArray, display: str, attrs: dict[str, Any] | None = None):
         self.array, self.display, self.attrs = array, display, attrs or {}
         full = tuple(int(s) for s in array.shape)
         self.kept = [axis for axis, size in enumerate(full) if size != 1]
@@ -47,33 +49,35 @@ class LabelArray:
         if np.dtype(array.dtype).kind not in "biuf":
             raise Unusable(f"{display}: has data type {array.dtype}; labels must be integers")
 
-    def _index(self, region: tuple) -> tuple:
-        index, items = [], iter(region)
+    def _index(self, region: tuple[slice, ...]) -> tuple[int | slice, ...]:
+        index: list[int | slice] = []
+        items = iter(region)
         for axis in range(len(self.array.shape)):
             index.append(next(items) if axis in self.kept else 0)
         return tuple(index)
 
-    def stored(self, region: tuple) -> bool:
+    def stored(self, region: tuple[slice, ...]) -> bool:
         """False when the file stores nothing in ``region`` and it reads as zeros (a stack of
         a million channels with nothing stored is skipped, not read)."""
         return bool(self.array.stored(self._index(region)))
 
-    def read(self, region: tuple) -> np.ndarray:
+    def read(self, region: tuple[slice, ...]) -> np.ndarray:
         return np.asarray(self.array.read(self._index(region)))
 
 
 @contextmanager
-def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None):
+def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None) -> Iterator[LabelArray]:
     """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file (``SUFFIXES``); the first of
     ``keys`` that exists is used, else the file's only array (in a zarr, within three levels).
     HDF5 and TIFF arrays declaring more than ``max_voxels`` voxels are refused from their
     metadata; a TIFF is read page by page, never whole. Problems raise ``errors.Unusable``."""
     found = formats.of(path, display, accepted=SUFFIXES)
+    assert found.open is not None  # every format of SUFFIXES reads by region
     with found.open(path, display, keys=keys, max_voxels=max_voxels) as array:
         yield LabelArray(array, display, dict(getattr(array, "attrs", None) or {}))
 
 
-def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
+def stream_channels(labels: LabelArray, region: tuple[slice, ...]) -> list[Channel]:
     """The nonzero voxels of every channel inside the spatial ``region``, read in chunk-aligned
     z-slabs of as many channels as one chunk holds (each chunk is decoded once)."""
     spatial = tuple(s.stop - s.start for s in region)
@@ -85,7 +89,7 @@ def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
     if labels.chunks:
         step = labels.chunks[-3]
         slab = max(step, slab // step * step)
-    parts = [([], []) for _ in range(max(channels, 1))]
+    parts: list[tuple[list[np.ndarray], list[np.ndarray]]] = [([], []) for _ in range(max(channels, 1))]
     for first in range(0, max(channels, 1), group):
         lead = (slice(first, first + group),) if channels else ()
         for z in range(0, spatial[0], slab):
@@ -111,7 +115,8 @@ def nonzero(flat: np.ndarray) -> np.ndarray:
     per_word = 8 // itemsize
     words = np.flatnonzero(flat.view(np.uint64))
     candidates = (words[:, None] * per_word + np.arange(per_word)).reshape(-1)
-    return candidates[flat[candidates] != 0]
+    found: np.ndarray = candidates[flat[candidates] != 0]
+    return found
 
 
 def _ids(values: np.ndarray, display: str) -> np.ndarray:

@@ -10,7 +10,9 @@ C-ordered files, so resident memory stays bounded by the regions read.
 
 import os
 import tokenize
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,9 +24,10 @@ from evaluation.readers.volume import native, reason
 # (a header in the legacy format goes through ``tokenize`` and ``ast``, which raise their own)
 NUMPY_ERRORS = (ValueError, EOFError, OSError, SyntaxError, tokenize.TokenError)
 NUMERIC_KINDS = "biuf"
+T = TypeVar("T")
 
 
-def guard(action, display: str):
+def guard(action: Callable[[], T], display: str) -> T:
     """Run a read of a .npy file; numpy's refusals become ``Unusable`` naming it (running out
     of memory too), anything else is a bug and propagates."""
     try:
@@ -44,7 +47,8 @@ def read(path: Path, display: str) -> np.ndarray:
 
     def load() -> np.ndarray:
         with untrusted.open_regular(path, display) as f:
-            return np.load(f, allow_pickle=False)
+            array: np.ndarray = np.load(f, allow_pickle=False)
+        return array
 
     return guard(load, display)
 
@@ -57,7 +61,7 @@ def probe(path: Path, display: str) -> tuple[int, ...]:
             version = np.lib.format.read_magic(f)
             header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             found, _, _ = header(f)
-        return tuple(found)
+        return tuple(int(n) for n in found)
 
     return guard(shape, display)
 
@@ -88,14 +92,15 @@ class NpyArray(regions.RegionArrayBase):
         if os.fstat(self._file.fileno()).st_size < expected:
             self._file.close()
             raise Unusable(f"{display}: the file is shorter than its header says; it may be truncated")
-        self._whole = None
+        self._whole: np.ndarray | None = None
 
-    def read(self, region=Ellipsis) -> np.ndarray:
+    def read(self, region: regions.Region = Ellipsis) -> np.ndarray:
         slices, dropped = self.slices(region)
         if self._fortran or not self.shape:  # rows scattered over the file (or none): map it once
-            if self._whole is None:
-                self._whole = np.load(self._path, allow_pickle=False, mmap_mode="r")
-            out = native(np.ascontiguousarray(self._whole[tuple(slices)]))
+            whole = self._whole
+            if whole is None:
+                whole = self._whole = np.load(self._path, allow_pickle=False, mmap_mode="r")
+            out = native(np.ascontiguousarray(whole[tuple(slices)]))
         else:
             rows = self._rows(slices[0].start, slices[0].stop)
             out = rows if all(s == slice(0, n) for s, n in zip(slices[1:], self.shape[1:])) else rows[(slice(None), *slices[1:])]
@@ -107,7 +112,7 @@ class NpyArray(regions.RegionArrayBase):
     def _rows(self, z0: int, z1: int) -> np.ndarray:
         plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
-        view = memoryview(out.reshape(-1).view(np.uint8))
+        view = memoryview(out.reshape(-1).view(np.uint8).data)
         done, start = 0, self._offset + z0 * plane
         while done < view.nbytes:
             got = os.preadv(self._file.fileno(), [view[done:]], start + done)

@@ -5,11 +5,15 @@ and the rule on chunk grids that zarr and HDF5 share."""
 
 import math
 import operator
-from typing import Protocol, runtime_checkable
+from types import EllipsisType
+from typing import Any, Protocol, Self, SupportsIndex, runtime_checkable
 
 import numpy as np
 
 from evaluation.readers import limits
+
+Index = SupportsIndex | slice | EllipsisType
+Region = Index | tuple[Index, ...]  # what ``select`` accepts (anything else: IndexError)
 
 
 @runtime_checkable
@@ -26,9 +30,9 @@ class RegionArray(Protocol):
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    def read(self, region) -> np.ndarray: ...
+    def read(self, region: Region) -> np.ndarray: ...
 
-    def stored(self, region) -> bool: ...
+    def stored(self, region: Region) -> bool: ...
 
 
 class RegionArrayBase:
@@ -40,7 +44,7 @@ class RegionArrayBase:
 
     shape: tuple[int, ...]
     dtype: np.dtype
-    attrs: dict
+    attrs: dict[str, Any]
     display: str
 
     @property
@@ -52,18 +56,18 @@ class RegionArrayBase:
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
 
-    def __getitem__(self, region) -> np.ndarray:
+    def __getitem__(self, region: Region) -> np.ndarray:
         return self.read(region)
 
-    def read(self, region=Ellipsis) -> np.ndarray:
+    def read(self, region: Region = Ellipsis) -> np.ndarray:
         """``region`` (``...``, integers, step-1 slices, or a tuple of them) as a native-order
         array; the whole array by default."""
         raise NotImplementedError
 
-    def stored(self, region=Ellipsis) -> bool:
+    def stored(self, region: Region = Ellipsis) -> bool:
         return True
 
-    def slices(self, region) -> tuple[list[slice], list[int]]:
+    def slices(self, region: Region) -> tuple[list[slice], list[int]]:
         """``region`` as one step-1 slice per axis, and the axes an integer dropped (``select``)."""
         selection, dropped = select(region, self.shape)
         return [slice(start, stop) for start, stop in selection], dropped
@@ -71,14 +75,14 @@ class RegionArrayBase:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def select(region, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
+def select(region: object, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
     """``region`` (``...``, integers, step-1 slices, or a tuple of them) as ``[(start, stop)]``
     per axis of ``shape``, and the axes indexed by an integer (dropped from the result)."""
     ndim = len(shape)

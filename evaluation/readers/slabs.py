@@ -13,15 +13,19 @@ gives an object whose ``read(z0, z1)`` returns slices ``z0 <= z < z1`` of the fi
 - the others (MetaImage, NIfTI, NRRD, PNG): read whole by ``images.read`` and sliced.
 """
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import formats, images
 from evaluation.readers.npy import NUMERIC_KINDS as _NUMERIC_KINDS
-from evaluation.readers.regions import RegionArray
+from evaluation.readers.regions import RegionArrayBase
+
+T = TypeVar("T")
 
 
 class Slabs:
@@ -30,7 +34,7 @@ class Slabs:
     shape: tuple[int, ...]
     dtype: np.dtype
     display: str
-    attrs: dict
+    attrs: dict[str, Any]
 
     def read(self, z0: int, z1: int) -> np.ndarray:
         raise NotImplementedError
@@ -38,10 +42,10 @@ class Slabs:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -49,7 +53,7 @@ class _Regions(Slabs):
     """A format read region by region (``Format.open``): a slab is the region ``z0:z1``,
     decoded alone (only the chunks, pages or rows it needs)."""
 
-    def __init__(self, array: RegionArray, display: str):
+    def __init__(self, array: RegionArrayBase, display: str):
         self.display, self._array = display, array
         self.shape, self.dtype = tuple(array.shape), np.dtype(array.dtype)
         self.attrs = dict(getattr(array, "attrs", None) or {})
@@ -84,6 +88,7 @@ def open_slabs(path: Path, key: str | None = None, display: str | None = None, m
     if not path.exists():
         raise Unusable(f"{display}: file not found")
     found = formats.of(path, display)
+    slabs: Slabs
     if found.open is not None:
         slabs = _Regions(found.open(path, display, key=key), display)
     else:
@@ -101,7 +106,7 @@ def slab_bounds(n: int, size: int, align: int = 1) -> list[tuple[int, int]]:
     return [(z, min(z + size, n)) for z in range(0, n, size)]
 
 
-def map_slabs(function, bounds: list[tuple[int, int]], threads: int) -> list:
+def map_slabs(function: Callable[[int, int], T], bounds: list[tuple[int, int]], threads: int) -> list[T]:
     """``[function(z0, z1) for each slab]`` on ``threads`` threads (numpy releases the GIL in
     its kernels, so slabs overlap I/O and compute); results in slab order."""
     if threads <= 1 or len(bounds) <= 1:

@@ -16,6 +16,7 @@ Both tracks score one such volume per case (a phantom, a time step), named after
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,9 +49,8 @@ def binarize(values: np.ndarray) -> np.ndarray:
     (for integers ``> 0.5`` is ``> 0``; NaN compares false)."""
     if values.dtype == bool:
         return values.view(np.uint8)
-    if values.dtype.kind in "ui":
-        return np.greater(values, 0).view(np.uint8)
-    return np.greater(values, values.dtype.type(0.5)).view(np.uint8)
+    above: np.ndarray = np.greater(values, 0) if values.dtype.kind in "ui" else np.greater(values, values.dtype.type(0.5))
+    return above.view(np.uint8)
 
 
 def packed_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -74,16 +74,18 @@ class BinaryVolume:
 class _Packed(BinaryVolume):
     packed = True
 
-    def __init__(self, planes: np.ndarray, shape, description):
-        self._planes, self.shape, self.description = planes, tuple(shape), description
+    def __init__(self, planes: np.ndarray, shape: tuple[int, int, int], description: str | None):
+        self._planes, self.description = planes, description
+        self.shape = (shape[0], shape[1], shape[2])
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
         return np.ascontiguousarray(bitpack.unpack(self._planes, z0, z1, self.shape[1:]))
 
 
 class _Plain(BinaryVolume):
-    def __init__(self, slabs: Slabs, shape, offset: int):
-        self._slabs, self.shape, self._offset = slabs, tuple(shape), offset
+    def __init__(self, slabs: Slabs, shape: tuple[int, int, int], offset: int):
+        self._slabs, self._offset = slabs, offset
+        self.shape = (shape[0], shape[1], shape[2])
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
         return binarize(self._slabs.read(self._offset + z0, self._offset + z1))
@@ -102,7 +104,7 @@ def _dataset_key(path: Path, display: str) -> str | None:
     return hdf5.dataset_key(path, (PACKED_DATASET,), display)
 
 
-def _description(attrs: dict) -> str | None:
+def _description(attrs: dict[str, Any]) -> str | None:
     value = attrs.get("description")
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")

@@ -178,7 +178,7 @@ def info(path: Path, display: str | None = None) -> Info:
     return found
 
 
-def read(path: Path, display: str | None = None, max_voxels: int | None = None):
+def read(path: Path, display: str | None = None, max_voxels: int | None = None) -> Volume:
     """The image as ``images.Volume`` (array in (z, y, x) order, geometry reversed to match),
     after ``info``; refuses multi-component pixels and, with ``max_voxels``, larger images
     before their pixels are decoded."""

@@ -39,11 +39,13 @@ arrays: shard indexes and inner chunks) and ``reading`` (the array and its regio
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import untrusted
+from evaluation.readers.regions import Region
 from evaluation.readers.zarr_store.base import ARRAY, GROUP, Invalid
 from evaluation.readers.zarr_store.hierarchy import array_names, children, first_array, lstat_mode, node_kind, the_array
 from evaluation.readers.zarr_store.metadata import check_sizes
@@ -66,7 +68,7 @@ __all__ = [
 ]
 
 
-def _read_attrs(path: Path, display: str) -> dict:
+def _read_attrs(path: Path, display: str) -> dict[str, Any]:
     """``.zattrs`` as a dict, ``{}`` when there is none. A file that is there but unreadable is
     refused rather than ignored: it may hold the voxel size the array is scored at."""
     if lstat_mode(path) is None:
@@ -97,11 +99,11 @@ def open_array(path: Path, display: str) -> Array:
     return Array(path, display, meta)
 
 
-def read_array(array: Array, display: str, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
+def read_array(array: Array, display: str, region: Region = Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
     """``array[region]``, with problems named by ``display``; ``out`` as in ``Array.read``."""
     return array.read(region, out, display)
 
 
-def attributes(array) -> dict:
+def attributes(array: object) -> dict[str, Any]:
     """The array's attributes (``.zattrs`` or zarr.json's ``attributes``) as a dict."""
     return dict(getattr(array, "attrs", None) or {})

@@ -38,7 +38,7 @@ def node_kind(path: Path) -> str | None:
 
 def children(path: Path) -> dict[str, str]:
     """Name -> kind of the nodes directly inside the group folder ``path``."""
-    found = {}
+    found: dict[str, str] = {}
     path = Path(path)
     mode = lstat_mode(path)
     if mode is None or not stat.S_ISDIR(mode):

@@ -3,13 +3,18 @@ document, and the bounds on chunk grids and chunk sizes checked before anything 
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evaluation.readers import limits, regions
 from evaluation.readers.zarr_store.base import V2_DTYPE, VALID_SIZES, Invalid, is_int, native
 from evaluation.readers.zarr_store.pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from evaluation.readers.zarr_store.sharding import Sharding
 
 V3_DTYPES = {
     "bool": "b1",
@@ -27,7 +32,7 @@ V3_DTYPES = {
 }
 
 
-def v2_dtype(value, what: str = "dtype") -> np.dtype:
+def v2_dtype(value: object, what: str = "dtype") -> np.dtype:
     """A numeric or boolean numpy dtype from a zarr v2 type string such as '<u4'."""
     if isinstance(value, list):
         raise Invalid(f"'{what}' is a structured data type; label arrays must be integer, boolean or float")
@@ -49,16 +54,17 @@ def v2_dtype(value, what: str = "dtype") -> np.dtype:
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def fill_value(value, dtype: np.dtype, version: int):
+def fill_value(value: object, dtype: np.dtype, version: int) -> np.generic:
     """The fill value as a numpy scalar of the native dtype. v2 ``null`` reads as 0."""
     target = native(dtype)
+    scalar: Callable[[object], np.generic] = target.type
     if value is None:
         if version == 2:
-            return target.type(0)
+            return scalar(0)
         raise Invalid("'fill_value' must not be null")
     if dtype.kind == "b":
         if isinstance(value, bool) or (is_int(value) and value in (0, 1)):
-            return target.type(bool(value))
+            return scalar(bool(value))
         raise Invalid("'fill_value' of a boolean array must be true or false")
     if dtype.kind in "iu":
         if isinstance(value, float) and value.is_integer():
@@ -66,20 +72,21 @@ def fill_value(value, dtype: np.dtype, version: int):
         info = np.iinfo(dtype)
         if not is_int(value) or not info.min <= value <= info.max:
             raise Invalid(f"'fill_value' must be an integer between {info.min} and {info.max}")
-        return target.type(value)
+        return scalar(value)
     # floats
     if isinstance(value, str):
         if value in _SPECIAL_FLOATS:
-            return target.type(_SPECIAL_FLOATS[value])
+            return scalar(_SPECIAL_FLOATS[value])
         if version == 3 and re.fullmatch(r"0x[0-9a-fA-F]+", value) and len(value) == 2 + 2 * dtype.itemsize:
-            return np.frombuffer(bytes.fromhex(value[2:]), dtype=dtype.newbyteorder(">"))[0].astype(target)
+            found: np.generic = np.frombuffer(bytes.fromhex(value[2:]), dtype=dtype.newbyteorder(">"))[0].astype(target)
+            return found
         raise Invalid('\'fill_value\' must be a number, "NaN", "Infinity" or "-Infinity"')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Invalid("'fill_value' of a float array must be a number")
     converted = float(value) if is_int(value) and abs(value) < 2**1023 else value
     if not isinstance(converted, float) or (math.isfinite(converted) and abs(converted) > float(np.finfo(dtype).max)):
         raise Invalid(f"'fill_value' {value} does not fit the data type {dtype}")
-    return target.type(converted)
+    return scalar(converted)
 
 
 @dataclass
@@ -92,10 +99,10 @@ class Metadata:
     pipeline: Pipeline  # of a chunk, or of a shard (then its array -> bytes stage is the sharding)
     prefix: tuple[str, ...]  # key parts before the chunk coordinates
     separator: str
-    attrs: dict
+    attrs: dict[str, Any]
 
     @property
-    def sharding(self):
+    def sharding(self) -> "Sharding | None":
         """The sharding stage of a sharded array, else None."""
         return self.pipeline.sharding
 

@@ -3,13 +3,17 @@ bytes -> bytes stage must decode to, planned once from the metadata (``plan``) s
 decoder is given its budget before a byte is read."""
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
 from evaluation.readers import limits
 from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store.base import Corrupt, Invalid
-from evaluation.readers.zarr_store.stages import ArrayBytes, Bytes, Stage
+from evaluation.readers.zarr_store.stages import ArrayBytes, Bytes, Data, Stage
+
+if TYPE_CHECKING:
+    from evaluation.readers.zarr_store.sharding import Sharding
 
 
 def bound(size: int) -> int:
@@ -27,16 +31,16 @@ class Pipeline:
 
     shape: tuple[int, ...]
     dtype: np.dtype  # as stored (byte order of the bytes)
-    order: str = "C"
+    order: Literal["C", "F"] = "C"
     permutation: tuple[int, ...] | None = None
     stages: list[Stage] = field(default_factory=list)  # bytes -> bytes
     array_bytes: ArrayBytes = field(default_factory=Bytes)
-    sizes: list = field(default_factory=list)  # (size, exact) entering each stage, then stored
+    sizes: list[tuple[int, bool]] = field(default_factory=list)  # (size, exact) entering each stage, then stored
 
     @property
-    def sharding(self):
+    def sharding(self) -> "Sharding | None":
         """The array -> bytes stage when it reads chunks in parts (a shard), else None."""
-        return self.array_bytes if self.array_bytes.partial else None
+        return cast("Sharding", self.array_bytes) if self.array_bytes.partial else None
 
     def plan(self) -> None:
         size, exact = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize, True
@@ -59,7 +63,7 @@ class Pipeline:
     def stored_limit(self) -> int:
         return self.sizes[-1][0]
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: Data) -> np.ndarray:
         """The chunk as an array of ``shape`` (stored dtype), or ``Corrupt``."""
         for index in range(len(self.stages) - 1, -1, -1):
             size, exact = self.sizes[index]
@@ -77,6 +81,7 @@ class Pipeline:
         dtype = np.dtype(np.uint8) if self.dtype.kind == "b" else self.dtype
         flat = np.frombuffer(data, dtype=dtype) if not isinstance(data, np.ndarray) else as_u1(data).view(dtype)
         if self.permutation is None:
-            return flat.reshape(self.shape, order=self.order)
+            chunk: np.ndarray = flat.reshape(self.shape, order=self.order)
+            return chunk
         stored = flat.reshape(tuple(self.shape[p] for p in self.permutation))
         return stored.transpose(np.argsort(self.permutation))

@@ -4,16 +4,21 @@ only those, on a few threads with the memory in flight bounded."""
 import math
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import limits, regions, untrusted
+from evaluation.readers.regions import Region
 from evaluation.readers.zarr_store.base import CANONICAL_INT, THREADS, Corrupt, native
 from evaluation.readers.zarr_store.hierarchy import lstat_mode
 from evaluation.readers.zarr_store.metadata import Metadata
 from evaluation.readers.zarr_store.pipeline import Pipeline
+from evaluation.readers.zarr_store.sharding import Selection
+from evaluation.readers.zarr_store.stages import Data
 from evaluation.readers.zarr_store.threads import run_tasks
 
 
@@ -39,12 +44,13 @@ class Array(regions.RegionArrayBase):
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         self._grid_shape = tuple(-(-s // c) for s, c in zip(self.shape, meta.grid))
-        self._stored, self._stored_coords, self._lock = None, None, threading.Lock()
+        self._stored: tuple[np.ndarray, np.ndarray] | None = None  # see _listing
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<zarr array {self.display} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
 
-    def read(self, region=Ellipsis, out: np.ndarray | None = None, display: str | None = None) -> np.ndarray:
+    def read(self, region: Region = Ellipsis, out: np.ndarray | None = None, display: str | None = None) -> np.ndarray:
         """The region (Ellipsis, ints, step-1 slices and tuples of them) as a native-order
         numpy array; absent chunks read as the fill value. ``out``: an array of exactly the
         region's shape and the array's dtype (C-contiguous, writeable) to decode into, reused
@@ -78,7 +84,7 @@ class Array(regions.RegionArrayBase):
             self._meta.sharding.read(self, coords, selection, out, display)
         return out.reshape(final_shape)
 
-    def stored_regions(self, region=Ellipsis) -> list[tuple[slice, ...]] | None:
+    def stored_regions(self, region: Region = Ellipsis) -> list[tuple[slice, ...]] | None:
         """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
         chunk (or shard), one box per chunk in raster order; everything else in the region is
         the fill value 0. None when the fill value is not 0 (then any part may hold data)."""
@@ -94,7 +100,7 @@ class Array(regions.RegionArrayBase):
             for row in sorted(coords.tolist())
         ]
 
-    def stored(self, region=Ellipsis) -> bool:
+    def stored(self, region: Region = Ellipsis) -> bool:
         """False only when the region holds no stored chunk and the fill value is 0, i.e.
         when it is certainly all zeros."""
         if self.fill_value != 0:
@@ -114,7 +120,7 @@ class Array(regions.RegionArrayBase):
 
     # -- which chunks are stored
 
-    def key(self, coords) -> str:
+    def key(self, coords: Sequence[int]) -> str:
         """The file name of the chunk (or shard) at ``coords``, relative to ``path``."""
         parts = self._meta.prefix + tuple(str(int(c)) for c in coords)
         if not parts:
@@ -129,12 +135,13 @@ class Array(regions.RegionArrayBase):
                     linear = self._list(display)
                 except OSError as exc:  # a chunk folder that cannot be listed
                     raise Unusable(f"{display}: its chunk files cannot be listed ({type(exc).__name__})") from None
-                self._stored = np.unique(linear)
+                stored = np.unique(linear)
                 if self.ndim:
-                    self._stored_coords = np.stack(np.unravel_index(self._stored, self._grid_shape), axis=1).astype(np.int64)
+                    coords = np.stack(np.unravel_index(stored, self._grid_shape), axis=1).astype(np.int64)
                 else:
-                    self._stored_coords = np.zeros((len(self._stored), 0), dtype=np.int64)
-            return self._stored, self._stored_coords
+                    coords = np.zeros((len(stored), 0), dtype=np.int64)
+                self._stored = stored, coords
+            return self._stored
 
     def _list(self, display: str) -> np.ndarray:
         """Linear indices of the chunk files present, from one walk of the array's folder
@@ -156,14 +163,14 @@ class Array(regions.RegionArrayBase):
             value = int(name)
             return value if value < grid[level - len(prefix)] else None
 
-        def refuse_special(entry, relative: str) -> None:
+        def refuse_special(entry: os.DirEntry[str], relative: str) -> None:
             if entry.is_file(follow_symlinks=False):  # from the folder entry: no system call
                 return
             what = untrusted.kind_of(entry.stat(follow_symlinks=False).st_mode)
             if what is not None:
                 raise Unusable(f"{display}/{relative}: is {what}; upload plain files and folders only")
 
-        found = []
+        found: list[list[int]] = []
         if meta.separator == "." or levels == 1:
             with os.scandir(self.path) as entries:
                 for entry in entries:
@@ -173,13 +180,13 @@ class Array(regions.RegionArrayBase):
                     names = entry.name.split(".") if meta.separator == "." else [entry.name]
                     if len(names) != levels:
                         continue
-                    values = [part(n, i) for i, n in enumerate(names)]
-                    if None in values or entry.is_dir(follow_symlinks=False):
+                    parsed = [part(n, i) for i, n in enumerate(names)]
+                    if None in parsed or entry.is_dir(follow_symlinks=False):
                         continue
                     refuse_special(entry, entry.name)
-                    found.append(values[len(prefix) :])
+                    found.append(cast(list[int], parsed[len(prefix) :]))
         else:
-            pending = [(self.path, 0, [])]
+            pending: list[tuple[Path, int, list[int]]] = [(self.path, 0, [])]
             while pending:
                 folder, level, values = pending.pop()
                 with os.scandir(folder) as entries:
@@ -203,9 +210,9 @@ class Array(regions.RegionArrayBase):
         if not found or not ndim:
             return np.zeros(len(found[:1]), dtype=np.int64)
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
-        return np.ravel_multi_index(coords.T, grid).astype(np.int64)
+        return np.asarray(np.ravel_multi_index(coords.T, grid), dtype=np.int64)
 
-    def _chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
+    def _chunks_in(self, selection: Selection, display: str) -> tuple[np.ndarray, int]:
         """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, and
         the number of chunk coordinates it spans. Work: min(span, stored chunks)."""
         grid = self._meta.grid
@@ -225,7 +232,7 @@ class Array(regions.RegionArrayBase):
         inside = np.all((coords >= low) & (coords < high), axis=1)
         return coords[inside], count
 
-    def _fill_absent(self, selection, coords, count: int, out: np.ndarray) -> None:
+    def _fill_absent(self, selection: Selection, coords: np.ndarray, count: int, out: np.ndarray) -> None:
         """The fill value where ``selection`` meets no stored chunk: chunk by chunk when the
         selection spans few chunks (touching only what no chunk will overwrite), else all of it."""
         if self._meta.sharding is not None or count > 4096 or not self.ndim:
@@ -254,9 +261,10 @@ class Array(regions.RegionArrayBase):
             f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr"
         )
 
-    def place(self, chunk: np.ndarray, origin, selection, out) -> None:
+    def place(self, chunk: np.ndarray, origin: Sequence[int], selection: Selection, out: np.ndarray) -> None:
         """Copy the part of ``chunk`` (at ``origin``) that lies in ``selection`` into ``out``."""
-        source, target = [], []
+        source: list[slice] = []
+        target: list[slice] = []
         for o, n, (start, stop) in zip(origin, chunk.shape, selection):
             low, high = max(o, start), min(o + n, stop)
             source.append(slice(low - o, high - o))
@@ -264,18 +272,18 @@ class Array(regions.RegionArrayBase):
         part = chunk[tuple(source)]
         out[tuple(target)] = part != 0 if self.dtype.kind == "b" else part
 
-    def decode(self, pipeline: Pipeline, data, key: str, display: str) -> np.ndarray:
+    def decode(self, pipeline: Pipeline, data: Data, key: str, display: str) -> np.ndarray:
         """``data`` decoded through ``pipeline``; a corrupt chunk refused, named by ``key``."""
         try:
             return pipeline.decode(data)
         except Corrupt as exc:
             raise self.refuse(display, key, str(exc)) from None
 
-    def _chunk_task(self, coords, selection, out, display: str):
+    def _chunk_task(self, coords: Sequence[int], selection: Selection, out: np.ndarray, display: str) -> Callable[[], None]:
         pipeline, key = self._meta.pipeline, self.key(coords)
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
 
-        def task():
+        def task() -> None:
             data = untrusted.read_bytes(
                 self.path / key, f"{display}/{key}", pipeline.stored_limit, what="a compressed chunk of this array"
             )

@@ -18,6 +18,7 @@ of each format's rules are the parsers' (``v2``, ``v3``).
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,8 @@ from evaluation.readers.zarr_store.stages import (
     Checksum,
     Chunk,
     Compressor,
+    Data,
+    Decoder,
     Filter,
     Fletcher32,
     Shuffle,
@@ -43,6 +46,7 @@ from evaluation.readers.zarr_store.stages import (
 )
 
 COMPRESSOR, FILTER = "compressor", "filter"  # where a .zarray may name a codec (a compressor: either)
+Build = Callable[[str, dict[str, Any], Chunk], Stage]  # (name, checked settings, chunk) -> stage
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class Codec:
     name: str  # the numcodecs id (format 2), else the format 3 name; what refusals call it
     stage: str  # ARRAY_ARRAY, ARRAY_BYTES or BYTES_BYTES
     settings: Settings | Callable[[Chunk], Settings]
-    build: Callable[[str, dict, Chunk], Stage]  # (name, checked settings, chunk) -> stage
+    build: Build
     v2: str | None = None  # COMPRESSOR, FILTER, or None: not in format 2
     v3: tuple[str, ...] = ()  # its own names in zarr.json (bytes -> bytes rows of format 2 are also numcodecs.<id>)
     v3_settings: Settings | None = None  # the settings under those names, where they differ
@@ -61,7 +65,7 @@ class Codec:
     noun: str = "codec"  # how a missing setting names it ("the filter delta needs its 'dtype'")
     place: Callable[[Chunk], None] | None = None  # refuses a place in its list (before its settings)
 
-    def make(self, name: str, config, chunk: Chunk, own_name: bool = False) -> Stage:
+    def make(self, name: str, config: object, chunk: Chunk, own_name: bool = False) -> Stage:
         """The stage from ``config`` (checked first); ``name`` as the metadata spells it
         (without ``numcodecs.``), ``own_name`` when it is one of the row's format 3 names."""
         allowed = self.v3_settings if own_name and self.v3_settings is not None else self.settings
@@ -73,18 +77,18 @@ class Codec:
 # ---- how each stage is made
 
 
-def _compressor(decoder: Callable) -> Callable[[str, dict, Chunk], Stage]:
+def _compressor(decoder: Decoder) -> Build:
     return lambda name, config, chunk: Compressor(name, config, decoder)
 
 
-def _checksum(location: str, value: Callable[[np.ndarray], int]) -> Callable[[str, dict, Chunk], Stage]:
+def _checksum(location: str, value: Callable[[np.ndarray], int]) -> Build:
     return lambda name, config, chunk: Checksum(name, config.get("location", location), value)
 
 
-def _filter(name: str, config: dict, chunk: Chunk) -> Stage:
+def _filter(name: str, config: dict[str, Any], chunk: Chunk) -> Stage:
     """A numcodecs filter of format 2, made by numcodecs from its checked settings; its
     encoded and decoded data types give the sizes each side of it."""
-    import numcodecs
+    import numcodecs  # type: ignore[import-untyped]
 
     try:
         codec = numcodecs.get_codec({"id": name, **config})
@@ -112,13 +116,13 @@ def _permutation(chunk: Chunk) -> Settings:
 # ---- the bounded decoders of the compressors (``readers.codecs``)
 
 
-def _streams(codec: str, **options) -> Callable:
+def _streams(codec: str, **options: Any) -> Decoder:
     """A zlib-family stream decoder with an output limit (numcodecs reads concatenated gzip
     members and zero padding, as gzip does; bz2 and xz streams may be concatenated too)."""
     return lambda data, size, exact, config: codecs.decode(codec, data, size, **options)
 
 
-def _lzma(data, size: int, exact: bool, config: dict):
+def _lzma(data: Data, size: int, exact: bool, config: dict[str, Any]) -> Data:
     fmt = config.get("format", 1)  # numcodecs' LZMA: FORMAT_XZ unless told
     return codecs.decode(codecs.XZ, data, size, members=limits.MAX_STREAMS, lzma_format=fmt)
 
@@ -179,15 +183,15 @@ CODECS: tuple[Codec, ...] = (
         {
             "format": int_in(0, 2),
             "check": int_in(-1, 15),
-            "preset": (lambda v: v is None or is_int(v) and 0 <= v <= 2**32, "an integer or null"),
+            "preset": (lambda v: v is None or (is_int(v) and 0 <= v <= 2**32), "an integer or null"),
             "filters": (lambda v: v is None, "null (raw lzma streams are not accepted)"),
         },
         _compressor(_lzma),
         COMPRESSOR,
     ),
     # checksums (format 2 filters; format 3 bytes -> bytes)
-    Codec("crc32", BYTES_BYTES, {"location": LOCATION}, _checksum("start", zlib.crc32), FILTER),
-    Codec("adler32", BYTES_BYTES, {"location": LOCATION}, _checksum("start", zlib.adler32), FILTER),
+    Codec("crc32", BYTES_BYTES, {"location": LOCATION}, _checksum("start", lambda payload: zlib.crc32(payload.data)), FILTER),
+    Codec("adler32", BYTES_BYTES, {"location": LOCATION}, _checksum("start", lambda payload: zlib.adler32(payload.data)), FILTER),
     Codec("crc32c", BYTES_BYTES, {"location": LOCATION}, _checksum("end", crc32c), FILTER, ("crc32c",), {}),
     Codec("fletcher32", BYTES_BYTES, {}, lambda name, config, chunk: Fletcher32(), FILTER),
     # byte shuffle (format 2 filter; format 3 numcodecs.shuffle)
@@ -262,12 +266,12 @@ _V3 = {name: codec for codec in CODECS for name in codec.v3}
 NUMCODECS = "numcodecs."
 
 
-def v2_codec(codec_id) -> Codec | None:
+def v2_codec(codec_id: object) -> Codec | None:
     """The row of a format 2 codec id (compressor or filter), or None."""
     return _V2.get(codec_id) if isinstance(codec_id, str) else None
 
 
-def v3_codec(name) -> tuple[Codec, str, bool] | None:
+def v3_codec(name: object) -> tuple[Codec, str, bool] | None:
     """The row of a format 3 codec name, the name refusals call it by (``numcodecs.`` left
     off) and whether it is one of the row's own format 3 names; None if not accepted."""
     if not isinstance(name, str):

@@ -4,7 +4,8 @@ participant reads what the setting must be (``the setting 'clevel' of the codec 
 be an integer from 0 to 9``)."""
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from evaluation.readers.zarr_store.base import ACCEPTED, V2_DTYPE, VALID_SIZES, Invalid, is_int
 
@@ -12,7 +13,7 @@ from evaluation.readers.zarr_store.base import ACCEPTED, V2_DTYPE, VALID_SIZES, 
 Settings = dict[str, tuple[Callable[[object], bool], str]]
 
 
-def check(config, name: str, allowed: Settings) -> dict:
+def check(config: object, name: str, allowed: Settings) -> dict[str, Any]:
     """``config`` checked against ``allowed``; every setting is optional here (``required``)."""
     if config is None:
         config = {}
@@ -27,7 +28,7 @@ def check(config, name: str, allowed: Settings) -> dict:
     return config
 
 
-def required(settings: dict, keys: tuple[str, ...], noun: str, name: str) -> None:
+def required(settings: dict[str, Any], keys: tuple[str, ...], noun: str, name: str) -> None:
     """Refuse ``settings`` without one of ``keys`` (the first one missing is named)."""
     missing = [key for key in keys if key not in settings]
     if missing:
@@ -38,7 +39,7 @@ def int_in(low: int, high: int) -> tuple[Callable[[object], bool], str]:
     return lambda v: is_int(v) and low <= v <= high, f"an integer from {low} to {high}"
 
 
-def _is_dtype_string(value) -> bool:
+def _is_dtype_string(value: object) -> bool:
     match = V2_DTYPE.fullmatch(value) if isinstance(value, str) else None
     return match is not None and int(match.group(3)) in VALID_SIZES[match.group(2)]
 
@@ -51,7 +52,7 @@ LOCATION = (lambda v: v in ("start", "end"), "'start' or 'end'")
 ENDIAN = (lambda v: v in ("little", "big"), "'little' or 'big'")
 
 
-def named(entry, what: str) -> tuple[str, dict]:
+def named(entry: object, what: str) -> tuple[str, dict[str, Any]]:
     """A format 3 ``{"name": ..., "configuration": {...}}`` (or a bare name)."""
     if isinstance(entry, str):
         return entry, {}
@@ -66,9 +67,9 @@ def named(entry, what: str) -> tuple[str, dict]:
     return entry["name"], configuration
 
 
-def unaccepted(names) -> Invalid:
+def unaccepted(codecs: Iterable[object]) -> Invalid:
     """The one refusal of every codec not in the registry, naming them all."""
-    names = sorted({str(n)[:40] for n in names})
+    names = sorted({str(n)[:40] for n in codecs})
     which = "codec " + names[0] if len(names) == 1 else "codecs " + ", ".join(names)
     verb = "is" if len(names) == 1 else "are"
     return Invalid(f"uses the {which}, which {verb} not accepted; {ACCEPTED}", readable=False)

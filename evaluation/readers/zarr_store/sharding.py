@@ -14,17 +14,41 @@ million entries pointing at the same four bytes are refused, not decoded a milli
 
 import math
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
+from evaluation.errors import Unusable
 from evaluation.readers import limits, untrusted
 from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store import settings
 from evaluation.readers.zarr_store.base import MISSING, Corrupt, Invalid, shape_of
 from evaluation.readers.zarr_store.pipeline import Pipeline
-from evaluation.readers.zarr_store.stages import ArrayBytes, Checksum, Chunk, crc32c
+from evaluation.readers.zarr_store.stages import ArrayBytes, Checksum, Chunk, Data, crc32c
 from evaluation.readers.zarr_store.threads import run_tasks
+
+Selection = list[tuple[int, int]]  # (start, stop) per axis (``regions.select``)
+
+
+class ChunkStore(Protocol):
+    """What the sharding stage uses of its array (``reading.Array``): where its files are,
+    its shard shape, a shard's file name, and decoding and placing an inner chunk."""
+
+    path: Path
+    grid: tuple[int, ...]
+
+    def key(self, coords: Sequence[int]) -> str: ...
+
+    def refuse(self, display: str, key: str, reason: str) -> Unusable: ...
+
+    def workers(self, pipeline: Pipeline) -> int: ...
+
+    def decode(self, pipeline: Pipeline, data: Data, key: str, display: str) -> np.ndarray: ...
+
+    def place(self, chunk: np.ndarray, origin: Sequence[int], selection: Selection, out: np.ndarray) -> None: ...
 
 
 @dataclass
@@ -48,7 +72,9 @@ class Sharding(ArrayBytes):
     def index_bytes(self) -> int:
         return int(np.prod(self.per_shard, dtype=np.int64)) * 16 + (4 if self.index_checksum else 0)
 
-    def read(self, array, shards, selection, out, display: str) -> None:
+    def read(
+        self, array: ChunkStore, shards: Iterable[Sequence[int]], selection: Selection, out: np.ndarray, display: str
+    ) -> None:
         """Decode into ``out`` the inner chunks of ``shards`` (coordinates) that meet
         ``selection``: every index read and checked before the first is decoded."""
         inner = self.inner
@@ -82,13 +108,13 @@ class Sharding(ArrayBytes):
                     )
                 run_tasks(tasks, array.workers(inner))
 
-    def _index(self, array, fd: int, size: int, key: str, display: str) -> np.ndarray:
+    def _index(self, array: ChunkStore, fd: int, size: int, key: str, display: str) -> np.ndarray:
         """The shard's index, (*per_shard, 2) of (offset, length), checked whole (see above)."""
         index_bytes = self.index_bytes
         if size < index_bytes:
             raise array.refuse(display, key, f"the shard is shorter ({size} bytes) than its index ({index_bytes} bytes)")
         index_at = 0 if self.index_at_start else size - index_bytes
-        raw = os.pread(fd, index_bytes, index_at)
+        raw: Data = os.pread(fd, index_bytes, index_at)
         if len(raw) != index_bytes:
             raise array.refuse(display, key, "the shard ended while reading its index")
         if self.index_checksum:
@@ -117,10 +143,21 @@ class Sharding(ArrayBytes):
             raise array.refuse(display, key, "its inner chunks overlap each other or the shard index")
         return index
 
-    def _inner_task(self, array, fd, offset, length, name, origin, selection, out, display):
+    def _inner_task(
+        self,
+        array: ChunkStore,
+        fd: int,
+        offset: int,
+        length: int,
+        name: str,
+        origin: Sequence[int],
+        selection: Selection,
+        out: np.ndarray,
+        display: str,
+    ) -> Callable[[], None]:
         inner = self.inner
 
-        def task():
+        def task() -> None:
             data = os.pread(fd, length, offset)
             if len(data) != length:
                 raise array.refuse(display, name, "the shard ended early")
@@ -148,7 +185,7 @@ def place(chunk: Chunk) -> None:
         raise Invalid("sharding_indexed must be the only codec of the array (put compressors in its own 'codecs')")
 
 
-def build(name: str, config: dict, chunk: Chunk) -> Sharding:
+def build(name: str, config: dict[str, Any], chunk: Chunk) -> Sharding:
     """The stage from its checked settings, for shards of ``chunk.shape``; the inner codec
     list becomes the inner chunks' pipeline (``chunk.parse``)."""
     shard = chunk.shape
@@ -158,7 +195,8 @@ def build(name: str, config: dict, chunk: Chunk) -> Sharding:
     per_shard = tuple(s // c for s, c in zip(shard, inner_shape))
     if math.prod(per_shard) > limits.ZARR_MAX_SHARD_CHUNKS:
         raise Invalid(f"a shard holds {math.prod(per_shard)} inner chunks; at most {limits.ZARR_MAX_SHARD_CHUNKS} are accepted")
-    inner = chunk.parse(config["codecs"], inner_shape, chunk.dtype_name, "codecs", nested=True)
+    assert chunk.parse is not None  # set by the format 3 parser, the only one that names sharding
+    inner = chunk.parse(config["codecs"], inner_shape, chunk.dtype_name, "codecs", True)
     names = [settings.named(e, "index_codecs") for e in config["index_codecs"]]
     if not names or names[0][0] not in ("bytes", "endian") or any(n != "crc32c" for n, _ in names[1:]) or len(names) > 2:
         raise Invalid("'index_codecs' must be the bytes codec, optionally followed by crc32c")

@@ -14,6 +14,7 @@ whose size is already known.
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +22,14 @@ from evaluation.errors import Unusable
 from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store.base import Corrupt, Invalid
 
+if TYPE_CHECKING:
+    from evaluation.readers.zarr_store.pipeline import Pipeline
+
 ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES = "array -> array", "array -> bytes", "bytes -> bytes"
+
+Data = bytes | np.ndarray  # a chunk's bytes between stages (a decoder's buffer or an array of uint8)
+# a compressor's bounded decoder: (data, size, exact, settings) -> at most ``size`` bytes
+Decoder = Callable[[Data, int, bool, dict[str, Any]], Data]
 
 # what numcodecs' filters and checksums raise for data they cannot decode
 FILTER_ERRORS = (ValueError, TypeError, RuntimeError)
@@ -35,14 +43,14 @@ def reason(exc: BaseException) -> str:
 @dataclass(frozen=True)
 class Chunk:
     """What a codec is made for: the chunk's shape, the array's format 3 data type name
-    (None in format 2), whether the codec list is a shard's inner one, how many codecs the
+    ("" in format 2), whether the codec list is a shard's inner one, how many codecs the
     list holds, and how a nested codec list (a shard's) becomes a pipeline."""
 
     shape: tuple[int, ...]
-    dtype_name: str | None = None
+    dtype_name: str = ""
     nested: bool = False
     count: int = 1
-    parse: Callable | None = None
+    parse: "Callable[[object, tuple[int, ...], str, str, bool], Pipeline] | None" = None
 
     @property
     def ndim(self) -> int:
@@ -55,7 +63,7 @@ class Stage:
     def encoded_size(self, size: int) -> int | None:
         return size
 
-    def decode(self, data, size: int, exact: bool):
+    def decode(self, data: Data, size: int, exact: bool) -> Data:
         raise NotImplementedError
 
 
@@ -88,7 +96,8 @@ class Transpose(Stage):
 def crc32c(payload: np.ndarray) -> int:
     import google_crc32c
 
-    return google_crc32c.value(payload.tobytes() if not payload.flags.c_contiguous else payload)
+    value: int = google_crc32c.value(payload.tobytes() if not payload.flags.c_contiguous else payload)
+    return value
 
 
 class Checksum(Stage):
@@ -97,16 +106,16 @@ class Checksum(Stage):
     def __init__(self, name: str, location: str, value: Callable[[np.ndarray], int]):
         self.name, self.location, self.value = name, location, value
 
-    def encoded_size(self, size):
+    def encoded_size(self, size: int) -> int:
         return size + 4
 
-    def decode(self, data, size, exact):
-        data = as_u1(data)
-        if data.nbytes < 4:
+    def decode(self, data: Data, size: int, exact: bool) -> np.ndarray:
+        array = as_u1(data)
+        if array.nbytes < 4:
             raise Corrupt(f"it is too short to hold its {self.name} checksum")
-        return self.verify(data)
+        return self.verify(array)
 
-    def verify(self, data: np.ndarray):
+    def verify(self, data: np.ndarray) -> np.ndarray:
         payload, stored = (data[4:], data[:4]) if self.location == "start" else (data[:-4], data[-4:])
         if struct.unpack("<I", stored.tobytes())[0] != self.value(payload) & 0xFFFFFFFF:
             raise Corrupt(f"its {self.name} checksum does not match")
@@ -116,11 +125,11 @@ class Checksum(Stage):
 class Fletcher32(Checksum):
     """numcodecs' Fletcher-32 (its own layout), verified by numcodecs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__("fletcher32", "end", lambda payload: 0)
 
-    def verify(self, data: np.ndarray):
-        import numcodecs
+    def verify(self, data: np.ndarray) -> np.ndarray:
+        import numcodecs  # type: ignore[import-untyped]
 
         try:
             return as_u1(numcodecs.Fletcher32().decode(data))
@@ -133,13 +142,13 @@ class Compressor(Stage):
     size: blosc, lz4 and zstd from the size their header states, the streams (zlib, gzip, bz2,
     lzma) with an output limit, a bound on concatenated streams and nothing after them."""
 
-    def __init__(self, name: str, settings: dict, decoder: Callable):
+    def __init__(self, name: str, settings: dict[str, Any], decoder: Decoder):
         self.name, self.settings, self.decoder = name, settings, decoder
 
-    def encoded_size(self, size):
+    def encoded_size(self, size: int) -> int | None:
         return None
 
-    def decode(self, data, size, exact):
+    def decode(self, data: Data, size: int, exact: bool) -> Data:
         try:
             return self.decoder(data, size, exact, self.settings)
         except Unusable as exc:
@@ -152,7 +161,7 @@ class Shuffle(Stage):
     def __init__(self, elementsize: int):
         self.elementsize = elementsize
 
-    def decode(self, data, size, exact):
+    def decode(self, data: Data, size: int, exact: bool) -> np.ndarray:
         import numcodecs
 
         try:
@@ -164,19 +173,19 @@ class Shuffle(Stage):
 class Filter(Stage):
     """A numcodecs array filter of format 2 (delta, quantize, ...): sizes from its dtypes."""
 
-    def __init__(self, name: str, codec, encoded: np.dtype | None, decoded: np.dtype | None):
+    def __init__(self, name: str, codec: Any, encoded: np.dtype | None, decoded: np.dtype | None):
         self.name, self.codec, self.encoded, self.decoded = name, codec, encoded, decoded
 
-    def encoded_size(self, size):
+    def encoded_size(self, size: int) -> int:
         if self.name == "packbits":
             return 1 + -(-size // 8)
-        if self.decoded is None:
+        if self.decoded is None or self.encoded is None:  # set together (``registry``)
             return size
         if size % self.decoded.itemsize:
             raise Invalid(f"the filter {self.name} works on {self.decoded} values, which do not divide the chunk's bytes")
         return size // self.decoded.itemsize * self.encoded.itemsize
 
-    def decode(self, data, size, exact):
+    def decode(self, data: Data, size: int, exact: bool) -> np.ndarray:
         try:
             return as_u1(self.codec.decode(as_u1(data)))
         except FILTER_ERRORS as exc:

@@ -1,5 +1,7 @@
 """Format 2 metadata: ``.zarray`` (and ``.zattrs``), its codecs looked up in ``registry``."""
 
+from typing import Any
+
 from evaluation.readers import limits
 from evaluation.readers.zarr_store.base import Invalid, shape_of
 from evaluation.readers.zarr_store.metadata import Metadata, fill_value, v2_dtype
@@ -9,14 +11,14 @@ from evaluation.readers.zarr_store.settings import unaccepted
 from evaluation.readers.zarr_store.stages import Chunk, Filter
 
 
-def _codec_ids(metadata: dict) -> list[str]:
+def _codec_ids(metadata: dict[str, Any]) -> list[object]:
     """Every codec id named by a .zarray, for a single refusal before anything else."""
     filters = metadata.get("filters")
     entries = [metadata.get("compressor"), *(filters if isinstance(filters, list) else [])]
     return [entry["id"] for entry in entries if isinstance(entry, dict) and entry.get("id") is not None]
 
 
-def parse_v2(metadata, attrs: dict) -> Metadata:
+def parse_v2(metadata: object, attrs: dict[str, Any]) -> Metadata:
     if not isinstance(metadata, dict):
         raise Invalid("its .zarray is not a JSON object")
     unknown = [i for i in _codec_ids(metadata) if v2_codec(i) is None]

@@ -10,7 +10,8 @@ from evaluation.readers.zarr_store.metadata import V3_DTYPES, Metadata, fill_val
 from evaluation.readers.zarr_store.pipeline import Pipeline
 from evaluation.readers.zarr_store.registry import v3_codec
 from evaluation.readers.zarr_store.settings import check, named, unaccepted
-from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES, Chunk
+from evaluation.readers.zarr_store.sharding import Sharding
+from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES, ArrayBytes, Bytes, Chunk, Stage, Transpose
 
 _V3_KEYS = {
     "zarr_format",
@@ -27,9 +28,9 @@ _V3_KEYS = {
 }
 
 
-def _all_names(codecs) -> list[str]:
+def _all_names(codecs: object) -> list[object]:
     """Every codec name in a v3 codec list, sharding's inner lists included."""
-    names = []
+    names: list[object] = []
     for entry in codecs if isinstance(codecs, list) else []:
         name = entry if isinstance(entry, str) else entry.get("name") if isinstance(entry, dict) else None
         names.append(name)
@@ -38,18 +39,20 @@ def _all_names(codecs) -> list[str]:
     return names
 
 
-def _known(name) -> bool:
+def _known(name: object) -> bool:
     return not isinstance(name, str) or v3_codec(name) is not None  # not a string: reported as malformed later
 
 
-def pipeline(codecs, shape: tuple[int, ...], dtype_name: str, what: str, nested: bool) -> Pipeline:
+def pipeline(codecs: object, shape: tuple[int, ...], dtype_name: str, what: str, nested: bool) -> Pipeline:
     """The pipeline of a v3 codec list for chunks (or shards) of ``shape``."""
     if not isinstance(codecs, list) or not codecs:
         raise Invalid(f"'{what}' must be a non-empty list of codecs")
     if len(codecs) > limits.ZARR_MAX_CODECS:
         raise Invalid(f"'{what}' has more than {limits.ZARR_MAX_CODECS} codecs")
     chunk = Chunk(shape, dtype_name, nested, len(codecs), pipeline)
-    permutation, array_bytes, stages = None, None, []
+    permutation: tuple[int, ...] | None = None
+    array_bytes: ArrayBytes | None = None
+    stages: list[Stage] = []
     for entry in codecs:
         name, config = named(entry, what)
         found = v3_codec(name)
@@ -65,23 +68,24 @@ def pipeline(codecs, shape: tuple[int, ...], dtype_name: str, what: str, nested:
         elif codec.stage == BYTES_BYTES and array_bytes is None:
             raise Invalid(f"the codec {str(name)[:40]} must come after the bytes codec")
         stage = codec.make(called, config, chunk, own_name)
-        if codec.stage == ARRAY_ARRAY:  # transposes compose: stored = decoded.transpose(permutation)
+        if isinstance(stage, Transpose):  # array -> array: transposes compose (stored = decoded.transpose(permutation))
             order = stage.order
             permutation = order if permutation is None else tuple(permutation[i] for i in order)
-        elif codec.stage == ARRAY_BYTES:
+        elif isinstance(stage, ArrayBytes):
             array_bytes = stage
         else:
             stages.append(stage)
     if array_bytes is None:
         raise Invalid(f"'{what}' has no bytes codec")
-    if array_bytes.partial:  # sharding: the only codec; its inner chunks have the pipeline
+    if isinstance(array_bytes, Sharding):  # the only codec; its inner chunks have the pipeline
         return Pipeline(shape=shape, dtype=array_bytes.inner.dtype, array_bytes=array_bytes)
+    assert isinstance(array_bytes, Bytes)
     dtype = np.dtype(V3_DTYPES[dtype_name])
     dtype = dtype.newbyteorder("<" if array_bytes.endian == "little" else ">") if dtype.itemsize > 1 else dtype
     return Pipeline(shape=shape, dtype=dtype, permutation=permutation, stages=stages, array_bytes=array_bytes)
 
 
-def parse_v3(metadata) -> Metadata:
+def parse_v3(metadata: object) -> Metadata:
     if not isinstance(metadata, dict):
         raise Invalid("its zarr.json is not a JSON object")
     unknown = [n for n in _all_names(metadata.get("codecs")) if not _known(n)]
