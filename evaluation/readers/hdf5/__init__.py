@@ -36,6 +36,7 @@ errors), ``filters`` (the accepted filters and their bounded decoders) and ``arr
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def probe(
 
 def read(
     path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray, dict[str, Any]]:
     """The whole dataset and its ``attrs``."""
     with Hdf5Array(path, key, display, max_voxels) as array:
         return array.read(), array.attrs
@@ -82,6 +83,7 @@ def dataset_key(path: Path, keys: Sequence[str], display: str | None = None) -> 
 
     def look() -> str | None:
         with h5().File(path, "r") as handle:
-            return find_key(handle, keys, display)
+            found: str | None = find_key(handle, keys, display)
+        return found
 
     return guard(display, look)

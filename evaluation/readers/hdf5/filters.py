@@ -58,7 +58,10 @@ def fletcher_sums(data: bytes) -> tuple[int, int]:
         total1 += int(part.sum())
         total2 += int((part * weights).sum())
     nonzero = bool(n) and total1 > 0
-    form = lambda t: ((t - 1) % 65535) + 1 if nonzero else 0  # noqa: E731
+
+    def form(total: int) -> int:
+        return ((total - 1) % 65535) + 1 if nonzero else 0
+
     return form(total1), form(total2)
 
 

@@ -2,13 +2,15 @@
 its metadata, and what h5py raises for a malformed file (``hdf5`` explains the rules)."""
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import limits
 
+T = TypeVar("T")
 FIX = "save the labels as one plain numeric dataset (gzip or lzf compression) inside the file"
 
 
@@ -23,7 +25,7 @@ def reason(exc: BaseException) -> str:
 H5PY_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError, NotImplementedError)
 
 
-def guard(display: str, action):
+def guard(display: str, action: Callable[[], T]) -> T:
     """Run ``action``; what h5py raises for a malformed file becomes ``Unusable`` naming it,
     running out of memory a refusal too; anything else is a bug and propagates."""
     try:
@@ -38,13 +40,13 @@ def guard(display: str, action):
 # Finding a dataset without following links
 
 
-def h5():
-    import h5py
+def h5() -> Any:  # h5py, imported on first use (it has no type information)
+    import h5py  # type: ignore[import-untyped]
 
     return h5py
 
 
-def _root(handle):
+def _root(handle: Any) -> Any:
     h5py = h5()
     return h5py.h5o.open(handle.id, b"/")
 
@@ -59,7 +61,7 @@ def _parts(key: str, display: str) -> list[str]:
 _LINK_KINDS = {1: "a soft link", 64: "an external link"}
 
 
-def walk(handle, key: str, display: str):
+def walk(handle: Any, key: str, display: str) -> Any:
     """The object at ``key`` reached through hard links only, or None when a component does
     not exist. A soft or external link anywhere on the path is refused."""
     h5py = h5()
@@ -83,7 +85,7 @@ def walk(handle, key: str, display: str):
     return node
 
 
-def find_key(handle, keys: Sequence[str], display: str) -> str | None:
+def find_key(handle: Any, keys: Sequence[str], display: str) -> str | None:
     """The first of ``keys`` that names a dataset (through hard links), else None."""
     h5py = h5()
     for key in keys:
@@ -93,13 +95,14 @@ def find_key(handle, keys: Sequence[str], display: str) -> str | None:
     return None
 
 
-def only_dataset(handle, display: str) -> str:
+def only_dataset(handle: Any, display: str) -> str:
     """The path of the file's only dataset. ``H5Ovisit`` enters hard links only: datasets
     behind soft or external links are neither counted nor opened."""
     h5py = h5()
-    found, seen = [], [0]
+    found: list[str] = []
+    seen = [0]
 
-    def visit(name, info):
+    def visit(name: bytes, info: Any) -> bool | None:
         seen[0] += 1
         if seen[0] > limits.HDF5_MAX_OBJECTS:
             return True  # stops the visit
@@ -115,7 +118,7 @@ def only_dataset(handle, display: str) -> str:
     return found[0]
 
 
-def number_type(tid, display: str, key: str) -> tuple[np.dtype, bool]:
+def number_type(tid: Any, display: str, key: str) -> tuple[np.dtype, bool]:
     """The dataset's on-disk numpy dtype and whether h5py reads it as bool; anything but
     plain IEEE floats and whole-byte integers (or enums of them) is refused."""
     h5py = h5()

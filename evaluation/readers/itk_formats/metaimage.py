@@ -5,6 +5,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from evaluation.readers.itk_formats.header import (
     Header,
@@ -270,7 +271,7 @@ _META_DATA_KEY = re.compile(rb"(?:^|(?<=[\r\n]))[ \t\v\f]*element[ \t_-]*data[ \
 _META_LOOKAHEAD = 4096
 
 
-def _check_metaimage(f, size: int, path: Path) -> Header:
+def _check_metaimage(f: BinaryIO, size: int, path: Path) -> Header:
     header = _read_header(f, size, parse_metaimage)
     data = _read_span(f, header.end + _META_LOOKAHEAD)
     region = data[: header.end]
