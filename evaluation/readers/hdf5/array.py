@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -47,7 +48,8 @@ class Hdf5Array(regions.RegionArrayBase):
     ):
         self.display = display or Path(path).name
         self._lock = threading.Lock()
-        self._handle = self._file = None
+        self._handle: Any = None  # an h5py.File
+        self._file: BinaryIO | None = None
         check_regular(Path(path), self.display)
         try:
             guard(self.display, lambda: self._open(Path(path), key, tuple(keys), max_voxels))
@@ -57,11 +59,12 @@ class Hdf5Array(regions.RegionArrayBase):
 
     # -- opening ---------------------------------------------------------------------------
 
-    def _open(self, path: Path, key: str | None, keys: tuple[str, ...], max_voxels) -> None:
+    def _open(self, path: Path, key: str | None, keys: tuple[str, ...], max_voxels: int | None) -> None:
         h5py = h5()
-        self._file = open_regular(path, self.display)
-        self._file_size = os.fstat(self._file.fileno()).st_size
+        file = self._file = open_regular(path, self.display)
+        self._file_size = os.fstat(file.fileno()).st_size
         self._handle = h5py.File(path, "r")
+        name: str | None
         if key is not None:
             name = key
             if walk(self._handle, key, self.display) is None:
@@ -91,14 +94,15 @@ class Hdf5Array(regions.RegionArrayBase):
                 "write it on the image's grid"
             )
         self._fill = self._fill_value()
-        self.chunks, self._lzf, self._allocated = None, False, True
+        self.chunks: tuple[int, ...] | None = None
+        self._lzf, self._allocated = False, True
         if self._layout == h5py.h5d.CHUNKED:
             self._check_chunked(name)
         elif self._layout == h5py.h5d.CONTIGUOUS:
             self._check_contiguous(name)
         self.attrs = self._attributes()
 
-    def _check_layout(self, dsid, name: str) -> None:
+    def _check_layout(self, dsid: Any, name: str) -> None:
         h5py = h5()
         dcpl = dsid.get_create_plist()
         layout = dcpl.get_layout()
@@ -109,7 +113,7 @@ class Hdf5Array(regions.RegionArrayBase):
         if layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED, h5py.h5d.COMPACT):
             raise Unusable(f"{self.display}: '{name}' has an unknown storage layout; {FIX}")
         self._layout, self._dcpl = layout, dcpl
-        self._filters = []
+        self._filters: list[tuple[int, tuple[int, ...]]] = []
         for index in range(dcpl.get_nfilters()):
             code, _flags, values, _name = dcpl.get_filter(index)
             if code not in DECODED_HERE and code != LZF:
@@ -124,13 +128,14 @@ class Hdf5Array(regions.RegionArrayBase):
         if LZF in codes and DEFLATE in codes:
             raise Unusable(f"{self.display}: '{name}' combines lzf with gzip, which is not accepted; {FIX}")
 
-    def _fill_value(self):
+    def _fill_value(self) -> int | np.generic:
         h5py = h5()
         if self._dcpl.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:
             return 0
         value = np.zeros(1, dtype=self._file_dtype)
         self._dcpl.get_fill_value(value)
-        return value.astype(self.dtype)[0]
+        fill: np.generic = value.astype(self.dtype)[0]
+        return fill
 
     def _check_contiguous(self, name: str) -> None:
         offset = self._dsid.get_offset()
@@ -174,7 +179,9 @@ class Hdf5Array(regions.RegionArrayBase):
                 f"{self.display}: '{name}' stores {count} chunks, more than the {limits.HDF5_MAX_CHUNKS} accepted; "
                 "write it with larger chunks"
             )
-        entries = []
+        chunks = self.chunks
+        assert chunks is not None  # chunked storage
+        entries: list[Any] = []  # h5py's StoreInfo of each chunk
         self._dsid.chunk_iter(lambda info: entries.append(info) if len(entries) <= count else True)
         ndim = len(self.shape)
         coords = np.zeros((len(entries), ndim), dtype=np.int64)
@@ -185,9 +192,9 @@ class Hdf5Array(regions.RegionArrayBase):
         all_filters = (1 << len(self._filters)) - 1
         for row, info in enumerate(entries):
             origin = tuple(int(v) for v in info.chunk_offset)
-            if len(origin) != ndim or any(o < 0 or o % c for o, c in zip(origin, self.chunks)):
+            if len(origin) != ndim or any(o < 0 or o % c for o, c in zip(origin, chunks)):
                 raise Unusable(f"{self.display}: '{name}' has a chunk at an invalid position; the file is corrupt")
-            coords[row] = [o // c for o, c in zip(origin, self.chunks)]
+            coords[row] = [o // c for o, c in zip(origin, chunks)]
             keep[row] = all(o < n for o, n in zip(origin, self.shape))  # chunks outside the extent are never read
             offsets[row], sizes[row], masks[row] = int(info.byte_offset), int(info.size), int(info.filter_mask)
         if len(entries):
@@ -217,9 +224,9 @@ class Hdf5Array(regions.RegionArrayBase):
         self._linear, self._coords = linear, coords[order]
         self._offsets, self._sizes, self._masks = offsets[order], sizes[order], masks[order]
 
-    def _attributes(self) -> dict:
+    def _attributes(self) -> dict[str, Any]:
         h5py = h5()
-        found = {}
+        found: dict[str, Any] = {}
         for name in ATTRIBUTES:
             try:
                 if not h5py.h5a.exists(self._dsid, name.encode()):
@@ -249,8 +256,10 @@ class Hdf5Array(regions.RegionArrayBase):
         """Rows of the stored-chunk index whose chunks intersect the region."""
         if any(s.stop <= s.start for s in slices) or not len(self._linear):
             return []
-        low = [s.start // c for s, c in zip(slices, self.chunks)]
-        high = [(s.stop - 1) // c + 1 for s, c in zip(slices, self.chunks)]
+        chunks = self.chunks
+        assert chunks is not None  # chunked storage
+        low = [s.start // c for s, c in zip(slices, chunks)]
+        high = [(s.stop - 1) // c + 1 for s, c in zip(slices, chunks)]
         cells = int(np.prod([h - lo for h, lo in zip(high, low)], dtype=object))
         rows = []
         if cells <= len(self._linear):
@@ -266,7 +275,7 @@ class Hdf5Array(regions.RegionArrayBase):
             rows = [int(r) for r in np.flatnonzero(inside)[: 1 if first_only else None]]
         return rows
 
-    def stored(self, key=()) -> bool:
+    def stored(self, key: regions.Region = ()) -> bool:
         """Whether the region can hold anything but zeros: a stored chunk intersects it, or
         the fill value (what unstored regions read as) is nonzero."""
         slices, _ = guard(self.display, lambda: self.slices(key))
@@ -278,7 +287,7 @@ class Hdf5Array(regions.RegionArrayBase):
             return self._allocated
         return bool(self._chunk_rows(slices, first_only=True))
 
-    def read(self, region=()) -> np.ndarray:
+    def read(self, region: regions.Region = ()) -> np.ndarray:
         """``region`` of the dataset (``self[region]``); the whole dataset by default."""
         slices, dropped = self.slices(region)
         out = guard(self.display, lambda: self._read(slices))
@@ -314,11 +323,14 @@ class Hdf5Array(regions.RegionArrayBase):
         return out != 0 if self._as_bool else out.astype(self.dtype, copy=False)
 
     def _place(self, row: int, slices: list[slice], out: np.ndarray) -> None:
-        origin = [int(c) * n for c, n in zip(self._coords[row], self.chunks)]
+        chunks = self.chunks
+        assert chunks is not None  # chunked storage
+        origin = [int(c) * n for c, n in zip(self._coords[row], chunks)]
         data = self._decode(row)
-        chunk = np.frombuffer(data, dtype=self._file_dtype, count=int(np.prod(self.chunks))).reshape(self.chunks)
-        source, target = [], []
-        for s, o, c in zip(slices, origin, self.chunks):
+        chunk = np.frombuffer(data, dtype=self._file_dtype, count=int(np.prod(chunks))).reshape(chunks)
+        source: list[slice] = []
+        target: list[slice] = []
+        for s, o, c in zip(slices, origin, chunks):
             lo, hi = max(s.start, o), min(s.stop, o + c)
             source.append(slice(lo - o, hi - o))
             target.append(slice(lo - s.start, hi - s.start))
@@ -329,6 +341,8 @@ class Hdf5Array(regions.RegionArrayBase):
         """The raw bytes of one stored chunk, through the filter pipeline in reverse, every
         stage bounded by the size it must produce."""
         offset, size, mask = int(self._offsets[row]), int(self._sizes[row]), int(self._masks[row])
+        if self._file is None:
+            raise ValueError(f"{self.display}: read after close()")
         data = os.pread(self._file.fileno(), size, offset)
         if len(data) != size:
             raise Unusable(f"{self.display}: a chunk runs past the end of the file; the file is truncated")
@@ -336,7 +350,8 @@ class Hdf5Array(regions.RegionArrayBase):
         # the size each applied filter was given when the chunk was written: known up to the
         # (single) deflate filter, fletcher32 adding 4 bytes; past it, shuffle and fletcher32
         # only keep or shrink what they are given
-        sizes, current = {}, self._chunk_bytes
+        sizes: dict[int, int | None] = {}
+        current: int | None = self._chunk_bytes
         for index in applied:
             sizes[index] = current
             code = self._filters[index][0]
@@ -350,6 +365,7 @@ class Hdf5Array(regions.RegionArrayBase):
             if code == FLETCHER32:
                 data = check_fletcher32(data, self.display)
             elif code == DEFLATE:
+                assert expected is not None  # sizes are known up to the (single) deflate filter
                 data = inflate(data, expected, self.display)
             elif code == SHUFFLE:
                 data = unshuffle(data, values[0] if values else self._file_dtype.itemsize)
