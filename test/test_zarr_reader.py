@@ -1207,3 +1207,26 @@ def test_reads_into_a_given_array_and_lists_stored_regions(tmp_path, sharded):
 def test_stored_regions_are_everything_when_the_fill_value_is_not_zero(tmp_path):
     write(tmp_path / "a", values(np.uint8), chunks=CHUNKS, zarr_format=2, fill_value=3)
     assert zarr_store.open_array(tmp_path / "a", "x").stored_regions((slice(0, 5), slice(0, 4), slice(0, 4))) is None
+
+
+def test_every_accepted_codec_is_one_registry_row_and_documented():
+    """A codec is accepted iff it has a row in ``zarr_store.registry``; the participants'
+    guide names exactly those rows, and each row is found under each of its names."""
+    import re
+
+    from evaluation.readers.zarr_store import registry
+    from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES
+
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "participants.md").read_text()
+    bullet = guide[guide.index("- **zarr codecs.**") :].split("\n- ")[0]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", bullet))
+    names = [codec.name for codec in registry.CODECS]
+    assert len(names) == len(set(names)) and set(names) == documented
+    for codec in registry.CODECS:
+        assert codec.stage in (ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES)
+        assert (registry.v2_codec(codec.name) is codec) == (codec.v2 is not None)
+        for name in codec.v3:
+            assert registry.v3_codec(name) == (codec, name, True)
+        numcodecs = registry.v3_codec(f"numcodecs.{codec.name}")
+        assert (numcodecs is not None) == (codec.v2 is not None and codec.stage == BYTES_BYTES)
+    assert registry.v2_codec("pickle") is registry.v3_codec("numcodecs.delta") is registry.v3_codec(3) is None

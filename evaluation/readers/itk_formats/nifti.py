@@ -6,6 +6,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from evaluation.errors import Unusable
 from evaluation.readers import codecs, limits
@@ -75,7 +76,7 @@ def _nifti_extension(name: str) -> tuple[str, str]:
     return name[: -len(ext)], ext
 
 
-def _check_nifti(f, size: int, path: Path) -> Header:
+def _check_nifti(f: BinaryIO, size: int, path: Path) -> Header:
     base, ext = _nifti_extension(path.name)
     compressed = ext.lower() == ".nii.gz"
     if compressed:
@@ -112,7 +113,7 @@ def _check_nifti(f, size: int, path: Path) -> Header:
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _check_png(f, size: int, path: Path) -> Header:
+def _check_png(f: BinaryIO, size: int, path: Path) -> Header:
     head = f.read(33)
     if head[:8] != _PNG_SIGNATURE:
         raise _Doubt("is not a PNG file (its PNG signature is missing)")
