@@ -136,7 +136,9 @@ def in_time(suite: Suite, phase: Phase, graded: Graded) -> Graded:
     time limit (a partial result: the others are listed as failures, not scored as empty)."""
     late = {suite.case_of(task) for task in graded.plan.tasks if graded.outcomes[task.key].kind == "deadline"}
     kept = suite.restrict(graded.plan, set(suite.cases(graded.plan)) - late)
-    summaries = sealed.summarize(suite, reporting(phase, graded.outcomes), kept, {task.key: graded.outcomes[task.key] for task in kept.tasks})
+    summaries = sealed.summarize(
+        suite, reporting(phase, graded.outcomes), kept, {task.key: graded.outcomes[task.key] for task in kept.tasks}
+    )
     return dataclasses.replace(graded, summaries=summaries)
 
 

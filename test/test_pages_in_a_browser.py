@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from helpers import browser as browsers
-from helpers.grading import ROOT, run_cli, run_on_a_platform
 from helpers.detection_cases import lay_out as detection_phase
+from helpers.grading import ROOT, run_cli, run_on_a_platform
 from test_detection import BASE as DETECTION_BASE
 from test_detection_parity import POINTS as DETECTION_POINTS
 from test_ranking import run_rank, write_rescore_output
@@ -63,7 +63,9 @@ def assert_renders(browser, page: Path, *, svgs: int = 0, tables: int = 0, image
 def test_segmentation_report_codabench_details_and_changelog(browser, case_folders, tmp_path):  # noqa: F811
     """The segmentation report (a box per class and metric), the same run as CodaBench shows it
     (detailed_results.html), and the changelog between two definitions' runs."""
-    phase, submission, _ = case_folders("classes: [1, 2, 3]\nmetrics: [dice, hd, nsd]\nnsd_tolerances: [1.0]\ninstance_metrics: [detection]\n")
+    phase, submission, _ = case_folders(
+        "classes: [1, 2, 3]\nmetrics: [dice, hd, nsd]\nnsd_tolerances: [1.0]\ninstance_metrics: [detection]\n"
+    )
     local = run_cli(submission, phase, tmp_path / "local")
     assert local.code == 0, local.stderr[-1500:]
     assert_renders(browser, local.output / "report.html", svgs=3, tables=1)

@@ -174,7 +174,9 @@ class Browser:
         if method == "Network.requestWillBeSent":
             page.requests.append(params["request"]["url"])
         elif method == "Runtime.consoleAPICalled":
-            page.console.append(f"{params['type']}: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            page.console.append(
+                f"{params['type']}: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+            )
         elif method == "Runtime.exceptionThrown":
             page.console.append("exception: " + params["exceptionDetails"].get("text", ""))
         elif method == "Log.entryAdded":
