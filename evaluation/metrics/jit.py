@@ -23,6 +23,8 @@ took, so that a first run never sits silent.
 
 import os
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numba
 
@@ -44,7 +46,10 @@ def disable(exc: Exception) -> None:
     broken = True
 
 
-def run(kernel, fallback, *args):
+Value = TypeVar("Value")
+
+
+def run(kernel: Callable[..., Value], fallback: Callable[..., Value], *args: Any) -> Value:
     """``kernel(*args)``, or ``fallback(*args)`` once the switch is off."""
     if compiled():
         try:

@@ -296,7 +296,9 @@ def packbits(data: bytes, limit: int) -> bytes:
 
 def _packbits_python(source: np.ndarray, out: np.ndarray) -> int:
     """The loop of ``_packbits_kernel`` in Python (numba compiles the same function)."""
-    i, n, written, capacity = 0, source.shape[0], 0, out.shape[0]
+    i, written = 0, 0
+    n: int = source.shape[0]
+    capacity: int = out.shape[0]
     while i < n:
         header = int(source[i])
         i += 1
