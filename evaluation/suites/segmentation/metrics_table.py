@@ -17,7 +17,7 @@ the earlier version (``resolve``), so a version that changes a few metrics adds 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from evaluation.suites.segmentation import distances, instance_detail, multiclass, overlap, shape
+from evaluation.suites.segmentation import autopet, distances, instance_detail, multiclass, overlap, shape
 from evaluation.suites.segmentation.keys import AVERAGE, CORRELATION, COUNT, DISTANCE, ERROR, SCORE, TALLY, Kind, number_key
 
 
@@ -172,6 +172,15 @@ def _metricsreloaded_alone(name, family, keys, function, **more) -> Metric:
     return Metric(name, family, keys, "masks", compute, sources={"metricsreloaded": ALL}, fallback="metricsreloaded", **more)
 
 
+def _autopet_alone(name) -> Metric:
+    """A lesion volume only autoPET defines (``autopet.lesion_volumes``): its value whatever the
+    overlap definition, its source autoPET's evaluation (``SOURCES``)."""
+    compute = dict.fromkeys(LIBRARIES, autopet.lesion_volumes)
+    return Metric(name, "overlap", fixed(name, kind=ERROR), "masks", compute, fallback="autopet")
+
+
+# Sources that are no definition a phase chooses: one challenge's evaluation
+SOURCES = {"autopet": autopet.LISTED_REFERENCE}
 _EVERY = dict.fromkeys(LIBRARIES, ALL)
 _PAIRS = {"per_instance": "pairs", "instance_sources": {"panoptica": ALL}}  # panoptica's sq_<m>, sq_<m>_std
 _NAN = float("nan")
@@ -214,6 +223,8 @@ METRICS = (
         panoptica="RVAE",
         **_PAIRS,
     ),
+    _autopet_alone("fpv_ml"),  # autoPET's false-positive and false-negative lesion volumes
+    _autopet_alone("fnv_ml"),
     _distance("hd", fixed("hd", kind=DISTANCE), _EVERY, zero_tp=RAISES, panoptica="HD", **_PAIRS),
     _distance(
         "hd_percentile",
