@@ -55,7 +55,7 @@ def summarize(phase, plan, outcomes) -> Result:
     metrics = {
         "case": aggregate.case_entries(files, scored, failed),
         "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context.missing),
-        "reference": {**provenance.reference(options), "libraries": REFERENCE},
+        "reference": {**provenance.reference(options), "libraries": _libraries(options)},
     }
     out = {"cases.csv": report.cases_csv(options, scored, keys)}
     if phase.option("report"):  # report: false renders nothing
@@ -74,6 +74,13 @@ def summarize(phase, plan, outcomes) -> Result:
         case_scores=aggregate.case_scores(options, scored),
         files=out,
     )
+
+
+def _libraries(options: Options) -> dict[str, str]:
+    """metrics.json ``reference.libraries``: every definition's reference, and the other
+    sources (``metrics_table.SOURCES``) the phase's keys name."""
+    named = set(provenance.sources(options).values())
+    return {**REFERENCE, **{name: reference for name, reference in SOURCES.items() if name in named}}
 
 
 def definitions(options: Options) -> dict[str, dict]:
