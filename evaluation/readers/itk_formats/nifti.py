@@ -80,6 +80,7 @@ def parse_nifti(head: bytes) -> NiftiHeader:
 
 
 # datatype code -> numpy type of the stored values
+FLOAT_TYPES = (16, 64)
 _NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8", 1280: "u8"}
 
 

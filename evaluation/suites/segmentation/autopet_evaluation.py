@@ -5,10 +5,10 @@ and the reference's own CSV.
 
 Reading. The references read NIfTI with nibabel (``nii2numpy``): ``get_fdata()``, the stored
 values times ``scl_slope`` plus ``scl_inter`` in float64, and the voxel volume from the raw
-header field ``pixdim``. SimpleITK differs on two counts (it rescales in float32, and reads a
-stored NaN as 0), so a NIfTI file's header is checked and bounded as every upload is
-(``itk_formats.info``) and its stored values are then decoded and scaled as nibabel does. Other
-formats (``.mha``, ``.nrrd``: what
+header field ``pixdim``. SimpleITK reads stored integers as nibabel does, but rescales a scaled
+file in float32 and reads a stored float NaN as 0: a NIfTI file of floats or with a scaling is
+checked and bounded as every upload is (``itk_formats.info``), then its stored values are
+decoded and scaled as nibabel does. Other formats (``.mha``, ``.nrrd``: what
 Grand-Challenge algorithms write) give their values as stored and their spacing rounded to
 float32, as a NIfTI header would hold it. The arrays are compared voxel by voxel, as stored: a
 prediction of another shape is refused; spacing, origin and direction are not compared, as the
@@ -55,11 +55,13 @@ SECONDS_PER_GVOXEL = 10.0
 def read_values(path: Path, display: str, max_voxels: int | None = None) -> tuple[np.ndarray, tuple[float, ...]]:
     """(values, pixdim (x, y, z)) of one file as ``nii2numpy`` sees them; refuses (``Unusable``)
     what the references cannot score: anything but a 3-D array of finite, non-negative numbers."""
+    header = None
     if images.suffix(path) in (".nii", ".nii.gz"):  # as nibabel's get_fdata and header["pixdim"]
         found = itk_formats.info(path, display)  # the header's checks and size bounds, nothing decoded
         if max_voxels is not None and found.voxels > max_voxels:
             raise Unusable(f"{display}: has shape {found.shape}, more voxels than the {max_voxels} of the image it predicts")
         header = found.header.fields["nifti"]
+    if header is not None and (header.scaled or header.datatype in nifti.FLOAT_TYPES):
         values = nifti.stored_array(path, found.header, display)
         if header.scaled:  # apply_read_scaling: stored * slope, + inter, in float64
             values = values.astype(np.float64)
@@ -67,10 +69,12 @@ def read_values(path: Path, display: str, max_voxels: int | None = None) -> tupl
                 values = values * float(header.scl_slope)
             if header.scl_inter != 0.0:
                 values = values + float(header.scl_inter)
-        spacing = header.pixdim[: values.ndim]
-    else:
+    else:  # integers as stored: SimpleITK reads them as nibabel does, faster
         volume = images.read(path, display=display, max_voxels=max_voxels)
         values = volume.array
+    if header is not None:
+        spacing = header.pixdim[: values.ndim]
+    else:
         spacing = tuple(volume.spacing[::-1]) if volume.spacing is not None else (1.0,) * values.ndim
     if values.ndim != 3:
         raise Unusable(f"{display}: has {values.ndim} dimensions; the autoPET metrics are defined on 3-D images")
