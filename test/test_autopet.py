@@ -275,7 +275,7 @@ def test_interactive_steps_missing_or_unknown(tmp_path):
     config = "preset: autopet4-interactive\nmissing_cases: reject\n"
     done = run_cli(submission, phase(tmp_path / "a", config, truth), tmp_path / "a" / "out")
     assert done.code == 2
-    assert "case I1_progress: 1 of its 11 click steps have no prediction (I1_progress_pred7)" in done.last_line
+    assert "case I1_progress: no prediction for 1 of its 11 click steps (I1_progress_pred7)" in done.last_line
     skipped = run_cli(submission, phase(tmp_path / "b", "preset: autopet4-interactive\n", truth), tmp_path / "b" / "out")
     assert skipped.code == 0 and "I1_progress" not in skipped.metrics["case"]
     shutil.copy(KIT / "cases" / "int" / "pred" / "I1_progress_pred7.nii.gz", submission / "I1_progress_pred11.nii.gz")

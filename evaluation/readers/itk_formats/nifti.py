@@ -91,7 +91,10 @@ def stored_array(path: Path, header: Header, display: str):
     nifti = header.fields["nifti"]
     with open_regular(path, display) as f:
         if header.encoding == "deflate":
-            data = codecs.prefix(codecs.GZIP, f.read, nifti.vox_offset + nifti.nbytes)[nifti.vox_offset :]
+            try:
+                data = codecs.prefix(codecs.GZIP, f.read, nifti.vox_offset + nifti.nbytes)[nifti.vox_offset :]
+            except Unusable as exc:
+                raise Unusable(f"{display}: cannot be read as .nii.gz ({exc}); the file may be truncated or corrupt") from None
         else:
             f.seek(nifti.vox_offset)
             data = f.read(nifti.nbytes)

@@ -149,7 +149,7 @@ class Autopet(_WholeEvaluation):
             if missing and options.missing_cases == "reject":
                 shown = ", ".join(f"{case}_pred{i}" for i in missing[:5]) + (", ..." if len(missing) > 5 else "")
                 raise SubmissionError(
-                    f"case {case}: {len(missing)} of its {mode.steps} click steps have no prediction ({shown}); "
+                    f"case {case}: no prediction for {len(missing)} of its {mode.steps} click steps ({shown}); "
                     f"the interactive evaluation needs {case}_pred0 ... {case}{last}"
                 )
             if missing and options.missing_cases == "skip":  # get_interactive_metrics: "Missing prediction", skipped
