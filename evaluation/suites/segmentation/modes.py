@@ -3,7 +3,7 @@ classes, ``metrics`` and ``instance_metrics``, the keys the metric table gives t
 evaluation it names instead: panoptica's evaluator configuration (``panoptica``),
 BraTS_evaluation 0.0.10's six bundled configurations (``preset: brats-gli`` ...
 ``brats-goat``), the BraTS 2023 lesion-wise metrics (``preset: brats2023-gli`` ...
-``brats2023-met``) or an autoPET edition's evaluation (``preset: autopet4`` ..., ``autopet``).
+``brats2023-met``) or an autoPET edition's evaluation (``preset: autopet4`` ... ``autopet1``).
 
 Each says what ``Options`` needs before anything is scored: its classes, every key it writes
 with the key's kind (``keys.Kind``), its default ranking key and the options it sets itself.
