@@ -41,7 +41,7 @@ def test_every_row_computes_under_every_definition_it_can_follow():
         if metric.per_class:
             assert metric.family in (*metrics_table.FAMILIES, "multiclass"), metric.name
             assert all(metric.function(library) is not None for library in metrics_table.LIBRARIES), metric.name
-        assert metric.reads in ("counts", "surfaces", "masks", "table", "instances"), metric.name
+        assert metric.reads in ("counts", "surfaces", "masks", "table", "instances", "values"), metric.name
         assert metric.empty in ("replaced", "kept", None), metric.name
         for sources in (metric.sources, metric.instance_sources):
             assert set(sources) <= set(metrics_table.LIBRARIES), metric.name

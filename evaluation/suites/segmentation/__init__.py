@@ -16,7 +16,6 @@ each entry point asks the implementation ``EVALUATIONS`` holds for it (``evaluat
 """
 
 import dataclasses
-import os
 from pathlib import Path
 
 from evaluation import log, public
@@ -24,12 +23,19 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, census, inputs, listed, mode_results
+from evaluation.suites.segmentation import aggregate, autopet_evaluation, census, inputs, listed, mode_results
 from evaluation.suites.segmentation.evaluations import Evaluation
-from evaluation.suites.segmentation.inputs import Cases, CaseTask, memory_estimate, pair_cases, truth_cases
+from evaluation.suites.segmentation.inputs import (
+    Cases,
+    CaseTask,
+    case_task,
+    memory_estimate,
+    pair_cases,
+    submitted_file,
+    truth_cases,
+)
 from evaluation.suites.segmentation.metrics_table import BY_DEFINITION, LIBRARIES
 from evaluation.suites.segmentation.options import Options
-from evaluation.suites.segmentation.scoring import check_case
 
 __all__ = ["EVALUATIONS", "Options", "Segmentation", "warm_up", "warm_up_every_definition"]
 
@@ -41,6 +47,7 @@ EVALUATIONS: dict[str, Evaluation] = {
     "panoptica": mode_results.PANOPTICA,
     "brats": mode_results.BRATS,
     "brats2023": mode_results.BRATS2023,
+    "autopet": autopet_evaluation.AUTOPET,
 }
 
 
@@ -85,23 +92,17 @@ class Segmentation(Suite):
     def plan(self, submission: Submission, phase: Phase, resources: Resources) -> Plan[Cases]:
         options = Options.from_phase(phase)
         truth = truth_cases(phase, options)
-        submitted = submission.case_files()
+        submitted = evaluation(options).predictions(options, submission.case_files(), truth)
         policy = options.missing_cases
         if policy == "penalty" and "brats_missing_rows" in options.corrections:  # the correction: scored as empty
             policy = "empty"
         cases = pair_cases(submitted, truth, policy)
-        files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
+        files = {c: submitted_file(submitted.get(c), submission.root) for c in cases}
         tasks = [
             Task(
                 key=case,
                 memory_bytes=memory_estimate(truth[case]),
-                payload=CaseTask(
-                    case=case,
-                    truth=str(truth[case]),
-                    prediction=str(submitted[case]) if case in submitted else None,
-                    display=files[case] or case,
-                    options=options,
-                ),
+                payload=case_task(case, truth[case], submitted.get(case), files[case], options),
             )
             for case in cases
         ]
@@ -136,7 +137,7 @@ class Segmentation(Suite):
         inputs.publish(phase, output)
 
     def check(self, payload: CaseTask) -> dict:
-        return check_case(payload)
+        return evaluation(payload.options).check(payload)
 
     def summarize(self, phase: Phase, plan: Plan[Cases], outcomes: dict[str, Outcome]) -> Result:
         return evaluation(plan.context.options).summarize(phase, plan, outcomes)

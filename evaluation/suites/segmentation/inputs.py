@@ -9,6 +9,7 @@ missing case rejects it too unless ``missing_cases`` says otherwise. A case whos
 be read, is on another grid than its truth, or holds labels that are no class fails alone.
 """
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,7 @@ class CaseTask(Payload):
     prediction: str | None  # None: missing, scored as an empty prediction (missing_cases: empty)
     display: str
     options: Options
+    steps: tuple[str | None, ...] = ()  # several files per case (autoPET's click steps), in order
 
 
 def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
@@ -89,6 +91,28 @@ def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) 
             f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
         )
     return sorted(truth) if policy == "empty" else sorted(submitted)
+
+
+def submitted_file(found, root: Path):
+    """A case's prediction as metrics.json's ``prediction_file`` names it: its path in the
+    upload, or the paths of its files (None for one that is missing), or None."""
+    if isinstance(found, tuple):
+        return [None if f is None else os.path.relpath(f, root) for f in found]
+    return None if found is None else os.path.relpath(found, root)
+
+
+def case_task(case: str, truth: Path, found, file, options: Options) -> CaseTask:
+    """The task of one case: its prediction file (``found``: a path, the paths of several files
+    in order, or None when missing) and how messages name it (``file``, ``submitted_file``)."""
+    several = isinstance(found, tuple)
+    return CaseTask(
+        case=case,
+        truth=str(truth),
+        prediction=None if found is None or several else str(found),
+        display=file if isinstance(file, str) else case,
+        options=options,
+        steps=tuple(None if f is None else str(f) for f in found) if several else (),
+    )
 
 
 def memory_estimate(path: Path) -> int:

@@ -10,7 +10,7 @@ from evaluation.contract import Result
 from evaluation.metrics import grouped, instance_pairs, jit, nearest
 from evaluation.suites.segmentation import aggregate, instance_detail, provenance, report, scoring
 from evaluation.suites.segmentation.inputs import CaseTask
-from evaluation.suites.segmentation.metrics_table import BY_DEFINITION
+from evaluation.suites.segmentation.metrics_table import BY_DEFINITION, SOURCES
 from evaluation.suites.segmentation.options import Options
 
 REFERENCE = {name: definition.reference for name, definition in BY_DEFINITION.items()}
@@ -30,12 +30,20 @@ def warm_up(options: Options) -> None:
     jit.warm_up("segmentation metrics", compile_all, modules, equivalents=False)
 
 
+def predictions(options: Options, files: dict, truth: dict) -> dict:
+    return files
+
+
 def context(options: Options, truth: dict, cases: list[str], policy: str) -> dict:
     return {}
 
 
 def score(task: CaseTask) -> dict:
     return scoring.score_case(task)
+
+
+def check(task: CaseTask) -> dict:
+    return scoring.check_case(task)
 
 
 def summarize(phase, plan, outcomes) -> Result:
@@ -47,7 +55,7 @@ def summarize(phase, plan, outcomes) -> Result:
     metrics = {
         "case": aggregate.case_entries(files, scored, failed),
         "aggregates": aggregate.aggregates(options, summary, score, scored, failed, plan.context.missing),
-        "reference": {**provenance.reference(options), "libraries": REFERENCE},
+        "reference": {**provenance.reference(options), "libraries": _libraries(options)},
     }
     out = {"cases.csv": report.cases_csv(options, scored, keys)}
     if phase.option("report"):  # report: false renders nothing
@@ -68,13 +76,20 @@ def summarize(phase, plan, outcomes) -> Result:
     )
 
 
+def _libraries(options: Options) -> dict[str, str]:
+    """metrics.json ``reference.libraries``: every definition's reference, and the other
+    sources (``metrics_table.SOURCES``) the phase's keys name."""
+    named = set(provenance.sources(options).values())
+    return {**REFERENCE, **{name: reference for name, reference in SOURCES.items() if name in named}}
+
+
 def definitions(options: Options) -> dict[str, dict]:
     """Each key's source as ``reference.definitions`` gives it (``provenance.sources``: the
     library that returns the very value, ``suite`` or ``none``)."""
     found = {}
     for key, source in provenance.sources(options).items():
         entry = {"source": "suite" if source in ("suite", "none") else "library"}
-        if source in REFERENCE:
-            entry["library"] = REFERENCE[source]
+        if source in REFERENCE or source in SOURCES:
+            entry["library"] = REFERENCE.get(source) or SOURCES[source]
         found[key] = entry
     return found

@@ -14,10 +14,13 @@ from functools import cached_property
 class Measured:
     """``options``: the phase's options (percentiles, tolerances, betas, band widths);
     ``spacing``: the distances' spacing; ``counts``: (tp, fp, fn, tn); ``box``: a
-    ``surfaces.Box``; ``masks``: (truth, prediction), from the box unless given."""
+    ``surfaces.Box``; ``masks``: (truth, prediction), from the box unless given;
+    ``image_shape``: the whole image's; ``values``: the keys the functions run before have
+    computed (a function that ``reads`` them runs after them, ``metrics_table``)."""
 
-    def __init__(self, options, spacing, counts=None, box=None, masks=None):
+    def __init__(self, options, spacing, counts=None, box=None, masks=None, image_shape=None):
         self.options, self.spacing, self.counts, self.box = options, tuple(spacing), counts, box
+        self.image_shape, self.values = image_shape, {}
         if masks is not None:
             self.masks = masks
 

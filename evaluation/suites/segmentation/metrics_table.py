@@ -17,7 +17,8 @@ the earlier version (``resolve``), so a version that changes a few metrics adds 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from evaluation.suites.segmentation import distances, instance_detail, multiclass, overlap, shape
+from evaluation.suites.segmentation import autopet, distances, instance_detail, multiclass, overlap, shape
+from evaluation.suites.segmentation import metricsreloaded_2bf9c91 as mr2bf9c91
 from evaluation.suites.segmentation.keys import AVERAGE, CORRELATION, COUNT, DISTANCE, ERROR, SCORE, TALLY, Kind, number_key
 
 
@@ -47,6 +48,9 @@ DEFINITIONS = (
         instances=False,
         nsd_function="DeepMind's compute_surface_dice_at_tolerance",
     ),
+    # MetricsReloaded's branch of PR #57: NaN for empty masks where cb38dfc has fixed values
+    # (metricsreloaded_2bf9c91.py); the rest, matching and units included, are cb38dfc's
+    Definition(mr2bf9c91.NAME, mr2bf9c91.REFERENCE, based_on="metricsreloaded"),
 )
 BY_DEFINITION = {d.name: d for d in DEFINITIONS}
 LIBRARIES = tuple(BY_DEFINITION)
@@ -102,6 +106,26 @@ def each(parameter: str, *templates: str, kind: Kind) -> Keys:
     return Keys(tuple((t, kind) for t in templates), parameter)
 
 
+@dataclass(frozen=True)
+class _Replaced(Keys):
+    """The ``nanrep`` metric's keys: ``worse_dist``, ``check_empty``, and ``<key>_nanrep`` (of
+    the key's kind) for every key of the phase's metrics that MetricsReloaded 2bf9c91 replaces
+    (``metricsreloaded_2bf9c91.NAN_LIST``)."""
+
+    def kinds(self, options) -> list[tuple[str, Kind]]:
+        found = [("worse_dist", COUNT), ("check_empty", COUNT)]
+        for metric in rows(options.metrics):
+            if metric.name in mr2bf9c91.NAN_LIST:
+                found += [(f"{key}_nanrep", kind) for key, kind in metric.keys.kinds(options)]
+        return found
+
+
+def _nanrep(m) -> dict:
+    """``metricsreloaded_2bf9c91.nanrep`` of the phase's replaced metrics."""
+    listed = [(metric.name, metric.keys(m.options)) for metric in rows(m.options.metrics) if metric.name in mr2bf9c91.NAN_LIST]
+    return mr2bf9c91.nanrep(m, listed)
+
+
 ALL = "all"  # sources: every key of the row
 RAISES = (None, None)  # a zero-TP rule: panoptica raises (NotImplementedError), the value is null
 
@@ -113,7 +137,8 @@ class Metric:
     matched instance pair, summarised as ``mean_``, ``std_`` and, with ``pq``, ``pq_``) or
     ``summary`` (keys of the matching itself). ``reads``: what ``compute`` reads of a
     ``measured.Measured`` (``counts``, ``surfaces``, ``masks``; ``table``: the case's
-    contingency table; ``instances``: the instance evaluation computes it). ``empty``:
+    contingency table; ``instances``: the instance evaluation computes it; ``values``: the keys
+    the rows before it computed, ``Measured.values``). ``empty``:
     ``replaced`` (``empty_masks``/``empty_values`` replace its compared values when a mask is
     empty), ``kept`` (it describes the masks) or None (no empty-mask rule). ``zero_tp``:
     panoptica's default zero-TP rule (no instance at all, otherwise), ``RAISES``, or None
@@ -153,25 +178,40 @@ class Metric:
         return found == ALL or (found is not None and key in found)
 
 
+# one function per definition, shared by every row of the family (a later version's own entry)
+_OVERLAP = {**overlap.MEASURES, mr2bf9c91.NAME: mr2bf9c91.overlap_measure}
+_DISTANCE = {**distances.MEASURES, mr2bf9c91.NAME: mr2bf9c91.distance_measure}
+
+
 def _overlap(name, kind=SCORE, sources=None, **more) -> Metric:
     """An overlap metric: a function of the four confusion counts (MetricsReloaded's
     ``BinaryPairwiseMeasures`` returns most of them)."""
     keys = more.pop("keys", fixed(name, kind=kind))
     sources = {"metricsreloaded": ALL} if sources is None else sources
-    return Metric(name, "overlap", keys, "counts", overlap.MEASURES, sources=sources, **more)
+    return Metric(name, "overlap", keys, "counts", _OVERLAP, sources=sources, **more)
 
 
 def _distance(name, keys, sources, **more) -> Metric:
     """A distance metric: a reduction of the two directed distance lists."""
-    return Metric(name, "distance", keys, "surfaces", distances.MEASURES, sources=sources, **more)
+    return Metric(name, "distance", keys, "surfaces", _DISTANCE, sources=sources, **more)
 
 
-def _metricsreloaded_alone(name, family, keys, function, **more) -> Metric:
-    """A shape metric only MetricsReloaded has: its value whatever the family's definition."""
-    compute = dict.fromkeys(LIBRARIES, function)
+def _metricsreloaded_alone(name, family, keys, function, versions=None, **more) -> Metric:
+    """A shape metric only MetricsReloaded has: its value whatever the family's definition (a
+    later version's own function under that version, ``versions``)."""
+    compute = {**dict.fromkeys(LIBRARIES, function), **(versions or {})}
     return Metric(name, family, keys, "masks", compute, sources={"metricsreloaded": ALL}, fallback="metricsreloaded", **more)
 
 
+def _autopet_alone(name) -> Metric:
+    """A lesion volume only autoPET defines (``autopet.lesion_volumes``): its value whatever the
+    overlap definition, its source autoPET's evaluation (``SOURCES``)."""
+    compute = dict.fromkeys(LIBRARIES, autopet.lesion_volumes)
+    return Metric(name, "overlap", fixed(name, kind=ERROR), "masks", compute, fallback="autopet")
+
+
+# Sources that are no definition a phase chooses: one challenge's evaluation
+SOURCES = {"autopet": autopet.LISTED_REFERENCE}
 _EVERY = dict.fromkeys(LIBRARIES, ALL)
 _PAIRS = {"per_instance": "pairs", "instance_sources": {"panoptica": ALL}}  # panoptica's sq_<m>, sq_<m>_std
 _NAN = float("nan")
@@ -214,6 +254,8 @@ METRICS = (
         panoptica="RVAE",
         **_PAIRS,
     ),
+    _autopet_alone("fpv_ml"),  # autoPET's false-positive and false-negative lesion volumes
+    _autopet_alone("fnv_ml"),
     _distance("hd", fixed("hd", kind=DISTANCE), _EVERY, zero_tp=RAISES, panoptica="HD", **_PAIRS),
     _distance(
         "hd_percentile",
@@ -278,6 +320,7 @@ METRICS = (
         "boundary_iou",
         each("boundary_iou_distances", "boundary_iou_{}", kind=SCORE),
         shape.boundary_iou_measure,
+        versions={mr2bf9c91.NAME: mr2bf9c91.boundary_iou_measure},
         per_instance="pairs",
     ),
     Metric(  # CEDI (nan when a mask is empty) unless MetricsReloaded's com_dist (-1)
@@ -291,6 +334,16 @@ METRICS = (
         sources={"panoptica": ALL, "metricsreloaded": ALL},
         fallback="panoptica",
         **_PAIRS,
+    ),
+    Metric(  # MetricsReloaded 2bf9c91's worse_dist, check_empty and <key>_nanrep (after the values they replace)
+        "nanrep",
+        "overlap",
+        _Replaced(()),
+        "values",
+        dict.fromkeys(LIBRARIES, _nanrep),
+        empty=None,
+        sources={mr2bf9c91.NAME: ALL},
+        fallback=mr2bf9c91.NAME,
     ),
     Metric(  # MultiClassPairwiseMeasures: one set per case over every label, not per class
         "multiclass",

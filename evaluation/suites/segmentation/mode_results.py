@@ -18,7 +18,7 @@ from evaluation.errors import SubmissionError
 from evaluation.suites.segmentation import aggregate, brats2023, brats_table, panoptica_evaluator, report
 from evaluation.suites.segmentation.inputs import CaseTask, read_case
 from evaluation.suites.segmentation.options import Options
-from evaluation.suites.segmentation.scoring import scan
+from evaluation.suites.segmentation.scoring import check_case, scan
 
 
 class _WholeEvaluation:
@@ -33,8 +33,14 @@ class _WholeEvaluation:
         truth[1:4, 1:4, 1:4] = options.label_ids[0]
         self.score_arrays(truth, np.roll(truth, 1, axis=-1), (1.0, 1.0, 1.0), options)
 
+    def predictions(self, options: Options, files: dict, truth: dict) -> dict:
+        return files
+
     def context(self, options: Options, truth: dict, cases: list[str], policy: str) -> dict:
         return {}
+
+    def check(self, task: CaseTask) -> dict:
+        return check_case(task)
 
     def score(self, task: CaseTask) -> dict:
         truth, pred, spacing = read_case(task)

@@ -2,8 +2,8 @@
 classes, ``metrics`` and ``instance_metrics``, the keys the metric table gives them) or a whole
 evaluation it names instead: panoptica's evaluator configuration (``panoptica``),
 BraTS_evaluation 0.0.10's six bundled configurations (``preset: brats-gli`` ...
-``brats-goat``) or the BraTS 2023 lesion-wise metrics (``preset: brats2023-gli`` ...
-``brats2023-met``).
+``brats-goat``), the BraTS 2023 lesion-wise metrics (``preset: brats2023-gli`` ...
+``brats2023-met``) or an autoPET edition's evaluation (``preset: autopet4`` ... ``autopet1``).
 
 Each says what ``Options`` needs before anything is scored: its classes, every key it writes
 with the key's kind (``keys.Kind``), its default ranking key and the options it sets itself.
@@ -23,8 +23,8 @@ from typing import ClassVar
 
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
-from evaluation.suites.segmentation import brats2023, brats_table, metrics_table, panoptica_config
-from evaluation.suites.segmentation.keys import Kind
+from evaluation.suites.segmentation import autopet, brats2023, brats_table, metrics_table, panoptica_config
+from evaluation.suites.segmentation.keys import COUNT, Kind
 from evaluation.suites.segmentation.panoptica_config import EvaluatorConfig, Group, Matcher, ZeroTP
 
 
@@ -200,13 +200,60 @@ class Brats2023Preset:
         return "LesionWise_Score_Dice"
 
 
+@dataclass(frozen=True)
+class AutopetPreset:
+    """An autoPET edition's evaluation (``autopet.PRESETS``): one class, ``lesion`` (every
+    non-zero value, as the references read it), and the metric table's ``dice``, ``fpv_ml`` and
+    ``fnv_ml`` with their voxel counts, or, ``interactive``, their areas over the click steps,
+    their last values and every step's values."""
+
+    name: str  # the preset
+    rules: autopet.Rules
+    aggregation: str  # autopet.AGGREGATIONS: which cases each mean leaves out
+    interactive: bool
+    numpy: int  # the numpy generation whose float rounding the volumes take
+    steps: int  # click steps of the interactive task
+    kind: ClassVar[str] = "autopet"
+    # the reference skips a case without prediction (get_metrics: "Missing prediction", continue)
+    defaults: ClassVar[dict] = {"missing_cases": "skip"}
+
+    @property
+    def classes(self) -> tuple[ClassDef, ...]:
+        return (ClassDef("lesion", ()),)
+
+    @property
+    def reference(self) -> str:
+        return autopet.REFERENCES[self.rules.edition] + (", compute_interactive_metrics" if self.interactive else "")
+
+    def kinds(self, options) -> list[tuple[str, Kind]]:
+        scored = [(key, metrics_table.BY_NAME[key].kind) for key in autopet.SCORED]
+        counts = [(key, COUNT) for key in autopet.COUNTED]
+        if not self.interactive:
+            return scored + counts
+        found = [(f"{key}_{what}", kind) for what in ("auc", "final") for key, kind in scored]
+        every_step = [(key, Kind(kind.direction, kind.worst, plotted=False)) for key, kind in scored + counts]
+        return found + [(f"{key}_step{i}", kind) for key, kind in every_step for i in range(self.steps)]
+
+    def default_ranking(self, kinds: list[tuple[str, Kind]]) -> str:
+        return "dice_auc" if self.interactive else "dice"
+
+
+def autopet_preset(phase: Phase, preset: str) -> AutopetPreset:
+    rules, aggregation, interactive = autopet.PRESETS[preset]
+    numpy = phase.option("autopet_numpy")
+    numpy = autopet.EDITION_NUMPY[rules.edition] if numpy == "edition" else int(numpy.removeprefix("numpy"))
+    if phase.option("missing_cases") == "penalty":
+        raise PhaseError(f"phase.yaml: missing_cases: penalty is BraTS_evaluation's; {preset} takes reject, skip or empty")
+    return AutopetPreset(preset, rules, aggregation, interactive, numpy, int(phase.option("autopet_steps")))
+
+
 # Options a whole evaluation defines itself: setting them beside it is refused, not ignored
 OWN_OPTIONS = ("classes", "metrics", "instance_metrics", "definition", "definitions", "matching", "match_threshold")
 
 
 def from_phase(phase: Phase):
-    """The phase's evaluation: ``Listed``, ``PanopticaConfiguration``, ``BratsPreset`` or
-    ``Brats2023Preset``."""
+    """The phase's evaluation: ``Listed``, ``PanopticaConfiguration``, ``BratsPreset``,
+    ``Brats2023Preset`` or ``AutopetPreset``."""
     preset, evaluator = phase.option("preset"), phase.option("panoptica")
     if preset and evaluator is not None:
         raise PhaseError("phase.yaml: set either preset or panoptica, not both")
@@ -217,6 +264,8 @@ def from_phase(phase: Phase):
             f"remove {', '.join(clashing)}"
         )
     volume, overlap = float(phase.option("brats_volume_threshold")), float(phase.option("brats_overlap_threshold"))
+    if preset in autopet.PRESETS:
+        return autopet_preset(phase, preset)
     if preset and preset.startswith("brats2023-"):
         return Brats2023Preset(preset, preset.removeprefix("brats2023-"))
     if preset:

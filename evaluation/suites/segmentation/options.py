@@ -205,7 +205,7 @@ def matching(value: str, instances: str) -> str:
     the threshold kept). Elsewhere such a name is ambiguous and refused."""
     for library, names in LIBRARY_MATCHING.items():
         if value in names:
-            if instances != library:
+            if metrics_table.library(instances) != library:
                 raise PhaseError(
                     f"phase.yaml: matching {value!r} is {library}'s name, but the instances follow {instances}; "
                     f"use {names[value]!r} (what it means in {library}) or set definitions.instances: {library}"

@@ -119,7 +119,7 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         window = class_window(low, high, members, truth.ndim)
         lookup, default = membership(cls.labels)
         box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
-        results[cls.name], found = score_class(options, table, members, box, cls)
+        results[cls.name], found = score_class(options, table, members, box, cls, truth.shape)
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
@@ -161,13 +161,13 @@ def class_window(low: np.ndarray, high: np.ndarray, members: np.ndarray, ndim: i
     return tuple(slice(int(low[present, a].min()), int(high[present, a].max())) for a in range(ndim))
 
 
-def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box, cls=None):
+def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box, cls=None, image_shape=None):
     """All metrics of one class (its slots ``members``, its ``box``) and its instance matches."""
     tp = int(table[np.ix_(members, members)].sum())
     n_ref, n_pred = int(table[members, :].sum()), int(table[:, members].sum())
     counts = (tp, n_pred - tp, n_ref - tp, int(table.sum()) - n_ref - n_pred + tp)
-    measured = Measured(options, box.spacing, counts=counts, box=box)
-    out = {}
+    measured = Measured(options, box.spacing, counts=counts, box=box, image_shape=image_shape)
+    out = measured.values
     for function in metrics_table.class_functions(options):  # every family's function, once
         out.update(function(measured))
     found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
