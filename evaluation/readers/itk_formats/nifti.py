@@ -85,7 +85,7 @@ FLOAT_TYPES = (16, 64)
 _NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8", 1280: "u8"}
 
 
-def stored_array(path: Path, header: Header, display: str):
+def stored_array(path: Path, header: Header, display: str) -> np.ndarray:
     """The pixel values of a NIfTI file ``check`` accepted, as stored: before the header's
     ``scl_slope``/``scl_inter``, which ITK applies in float32 where nibabel's ``get_fdata``
     applies them in float64. In array axis order (z, y, x); the size is the one the check bounded."""
