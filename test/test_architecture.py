@@ -31,6 +31,7 @@ LAYERS = [
     ("evaluation.readers", "evaluation.metrics", "evaluation.archive"),
     (
         "evaluation.submission",
+        "evaluation.batches",
         "evaluation.report",
         "evaluation.figures",
         "evaluation.charts",

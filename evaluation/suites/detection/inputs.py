@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from evaluation import log, public
+from evaluation.batches import Case
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
 from evaluation.phase import Phase
 from evaluation.readers import images, untrusted
-from evaluation.submission import Submission
+from evaluation.submission import Submission, pair_cases
 from evaluation.suites.detection.options import Extraction, Matching, Options
 
 _log = log.get(__name__)
@@ -35,17 +36,6 @@ TRUTH = "a ground-truth label map"  # how messages name a truth file
 BYTES_PER_VOXEL = {"detection": 32, "softmax": 48}
 MAX_LIKELIHOOD_BYTES = 16 << 20  # a likelihood table: ~30 bytes a case
 MAX_JOB_LIKELIHOOD_BYTES = 1 << 10  # one algorithm job's likelihood: one number
-
-
-@dataclass(frozen=True)
-class Case:
-    """One case of a batch: its truth file, its prediction (None: scored as an empty map,
-    ``missing_cases: empty``) and the prediction's name as the participant sees it."""
-
-    case: str
-    truth: str
-    pred: str | None
-    display: str | None
 
 
 @dataclass(frozen=True)
@@ -88,25 +78,6 @@ def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
     if unknown:
         raise PhaseError(f"phase.yaml: case_weights names {unknown[0]!r}, which is no case of the truth folder")
     return cases
-
-
-def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) -> list[str]:
-    """The cases to score, sorted; files that match no case, and missing cases unless the
-    policy is 'empty', reject the submission."""
-    unknown = sorted(set(submitted) - set(truth))
-    if unknown:
-        shown = ", ".join(submitted[c].name for c in unknown[:5])
-        raise SubmissionError(
-            f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
-            "name each file after its test case"
-        )
-    missing = sorted(set(truth) - set(submitted))
-    if missing and policy == "reject":
-        shown = ", ".join(missing[:5])
-        raise SubmissionError(
-            f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
-        )
-    return sorted(truth)
 
 
 # --------------------------------------------------------------------------------------------

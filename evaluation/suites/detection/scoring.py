@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
-from evaluation.errors import PhaseError, SubmissionError, Unusable, participant_file
+from evaluation.batches import Case, every_case
+from evaluation.errors import PhaseError, Unusable, participant_file
 from evaluation.readers import images
 from evaluation.readers.volume import Volume
 from evaluation.suites.detection import candidates, lesions
-from evaluation.suites.detection.inputs import TRUTH, Batch, Case
+from evaluation.suites.detection.inputs import TRUTH, Batch
 
 # The preflight's time model: a PI-CAI case (3.5 M voxels) scores in a few milliseconds once
 # read; reading its two .nii.gz files takes ~25 ms (bench/README.md, 'detection').
@@ -103,22 +104,3 @@ def score_batch(batch: Batch) -> dict:
 
 def check_batch(batch: Batch) -> dict:
     return {"seconds": sum(found["seconds"] for found in every_case(batch, check_case).values())}
-
-
-def every_case(batch: Batch, function) -> dict:
-    """``function(batch, case)`` of every case; a batch with cases that cannot be used fails
-    with one message naming each of them."""
-    results, problems = {}, []
-    for item in batch.cases:
-        try:
-            results[item.case] = function(batch, item)
-        except SubmissionError as exc:
-            problems.append(str(exc))
-    if problems:
-        more = (
-            f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])}{' ...' if len(problems) > 4 else ''})"
-            if len(problems) > 1
-            else ""
-        )
-        raise SubmissionError(problems[0] + more)
-    return results

@@ -21,7 +21,7 @@ from pathlib import Path
 from evaluation import log, public
 from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
-from evaluation.submission import Submission
+from evaluation.submission import Submission, pair_cases
 from evaluation.suites import register
 from evaluation.suites.segmentation import aggregate, autopet_evaluation, census, inputs, listed, mode_results
 from evaluation.suites.segmentation.evaluations import Evaluation
@@ -30,7 +30,6 @@ from evaluation.suites.segmentation.inputs import (
     CaseTask,
     case_task,
     memory_estimate,
-    pair_cases,
     submitted_file,
     truth_cases,
 )

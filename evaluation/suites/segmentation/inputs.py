@@ -75,24 +75,6 @@ def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
     return cases
 
 
-def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) -> list[str]:
-    """The cases to score, sorted; unknown files and (by default) missing cases reject."""
-    unknown = sorted(set(submitted) - set(truth))
-    if unknown:
-        shown = ", ".join(submitted[c].name for c in unknown[:5])
-        raise SubmissionError(
-            f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
-            "name each file after its test case"
-        )
-    missing = sorted(set(truth) - set(submitted))
-    if missing and policy == "reject":
-        shown = ", ".join(missing[:5])
-        raise SubmissionError(
-            f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
-        )
-    return sorted(truth) if policy == "empty" else sorted(submitted)
-
-
 def submitted_file(found, root: Path):
     """A case's prediction as metrics.json's ``prediction_file`` names it: its path in the
     upload, or the paths of its files (None for one that is missing), or None."""
