@@ -11,8 +11,9 @@ docs/suites/segmentation.md sets them side by side. Each case is one task; the d
 is one row of ``metrics_table``.
 
 Instead of listing metrics, a phase may name a whole evaluation: panoptica's evaluator
-configuration or a BraTS preset. What the phase evaluates is read once (``Options.mode``) and
-each entry point asks the implementation ``EVALUATIONS`` holds for it (``evaluations``).
+configuration, a BraTS preset or TopCoW's. What the phase evaluates is read once
+(``Options.mode``) and each entry point asks the implementation ``EVALUATIONS`` holds for it
+(``evaluations``).
 """
 
 import dataclasses
@@ -24,12 +25,11 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, census, inputs, listed, mode_results
+from evaluation.suites.segmentation import aggregate, census, inputs, listed, mode_results, topcow_results
 from evaluation.suites.segmentation.evaluations import Evaluation
 from evaluation.suites.segmentation.inputs import Cases, CaseTask, memory_estimate, pair_cases, truth_cases
 from evaluation.suites.segmentation.metrics_table import BY_DEFINITION, LIBRARIES
 from evaluation.suites.segmentation.options import Options
-from evaluation.suites.segmentation.scoring import check_case
 
 __all__ = ["EVALUATIONS", "Options", "Segmentation", "warm_up", "warm_up_every_definition"]
 
@@ -41,6 +41,7 @@ EVALUATIONS: dict[str, Evaluation] = {
     "panoptica": mode_results.PANOPTICA,
     "brats": mode_results.BRATS,
     "brats2023": mode_results.BRATS2023,
+    "topcow": topcow_results.TOPCOW,
 }
 
 
@@ -136,7 +137,7 @@ class Segmentation(Suite):
         inputs.publish(phase, output)
 
     def check(self, payload: CaseTask) -> dict:
-        return check_case(payload)
+        return evaluation(payload.options).check(payload)
 
     def summarize(self, phase: Phase, plan: Plan[Cases], outcomes: dict[str, Outcome]) -> Result:
         return evaluation(plan.context.options).summarize(phase, plan, outcomes)

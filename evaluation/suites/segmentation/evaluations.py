@@ -5,7 +5,8 @@ presets) implement.
 ``modes.from_phase`` reads once what the phase evaluates (``Options.mode``: its classes, its
 keys and their kinds, its default ranking); the suite picks the implementation by that mode's
 ``kind`` (``segmentation.EVALUATIONS``) and calls it through this interface only, at every
-entry point: the plan, the warm-up, each case, the summary and the sources of the keys.
+entry point: the plan, the warm-up, each case, its preflight, the summary and the sources of
+the keys.
 """
 
 from pathlib import Path
@@ -24,6 +25,10 @@ class Evaluation(Protocol):
     def score(self, task) -> dict:
         """One case (an ``inputs.CaseTask``): its ``classes`` (class -> key -> value), its
         ``spacing``, ``shape`` and ``diagonal``, and its ``instances`` (instances.json)."""
+
+    def check(self, task) -> dict:
+        """The preflight of one case: the prediction read and refused as ``score`` reads it,
+        against the truth's header in the public phase; the estimated ``seconds``."""
 
     def summarize(self, phase, plan, outcomes) -> object:
         """The ``contract.Result``: metrics.json's cases, aggregates and reference, the

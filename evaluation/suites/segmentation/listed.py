@@ -38,6 +38,10 @@ def score(task: CaseTask) -> dict:
     return scoring.score_case(task)
 
 
+def check(task: CaseTask) -> dict:
+    return scoring.check_case(task)
+
+
 def summarize(phase, plan, outcomes) -> Result:
     options, files = plan.context.options, plan.context.files
     scored, failed = aggregate.split(outcomes, {case: case for case in files})

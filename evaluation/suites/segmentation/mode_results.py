@@ -18,7 +18,7 @@ from evaluation.errors import SubmissionError
 from evaluation.suites.segmentation import aggregate, brats2023, brats_table, panoptica_evaluator, report
 from evaluation.suites.segmentation.inputs import CaseTask, read_case
 from evaluation.suites.segmentation.options import Options
-from evaluation.suites.segmentation.scoring import scan
+from evaluation.suites.segmentation.scoring import check_case, scan
 
 
 class _WholeEvaluation:
@@ -42,6 +42,9 @@ class _WholeEvaluation:
             return self.score_arrays(truth, pred, spacing, task.options)
         except SubmissionError as exc:
             raise SubmissionError(f"{task.display}: {exc}") from None
+
+    def check(self, task: CaseTask) -> dict:
+        return check_case(task)
 
     def score_arrays(self, truth: np.ndarray, pred: np.ndarray, spacing, options: Options) -> dict:
         classes, details = self.evaluate(truth, pred, spacing, options)
