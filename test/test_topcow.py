@@ -224,6 +224,44 @@ def test_the_2023_betti_numbers():
     assert compared == 1395
 
 
+def test_the_corrections_on_the_kit(tmp_path):
+    """Corrected, a label on one side only costs the image's diagonal instead of 90 mm, the
+    case where both maps are empty (09) has no class average and no merged value, and the rest
+    is the reference's (the kit's images are stored left to right: the physical left-right
+    test agrees with the index one)."""
+    corrections = "[topcow_hd_diagonal, topcow_empty_case, topcow_lr_physical, topcow_detection_tn]"
+    run = run_cli(renamed(tmp_path), phase(tmp_path, PRESET + f"corrections: {corrections}\n"), tmp_path / "out")
+    assert run.code == 0, run.stderr[-3000:]
+    validate_metrics(run.metrics)
+    got = json.loads((run.output / "topcow_metrics.json").read_text())["case"]
+    expected = EXPECTED["task1"]["metrics"]["case"]
+    order = {i: name.split(".")[0] for i, name in expected["gt_fname"].items()}
+    changed = 0
+    for column, values in expected.items():
+        for i, value in values.items():
+            if column.startswith("HD") and "ClsAvg" not in column and value == 90:
+                case = run.metrics["case"][order[i]]
+                spacing, shape = case["spacing"], (40, 64, 64)
+                assert got[column][i] == math.sqrt(sum((n * s) ** 2 for n, s in zip(shape[::-1], spacing[::-1])))
+                changed += 1
+            elif order[i] == "case_09" and ("ClsAvg" in column or "MergedBin" in column or column == "clDice"):
+                assert math.isnan(got[column][i]) and math.isnan(value) is False
+                changed += 1
+            elif column in ("HD_ClsAvgHD", "HD95_ClsAvgHD95") and order[i] != "case_09":  # of the corrected values
+                prefix = column.split("_")[0]
+                labels = [got[f"{prefix}_{n}"][i] for n in topcow.LABELS.values() if f"{prefix}_{n}" in got]
+                assert got[column][i] == topcow.average([v for v in labels if not math.isnan(v)])
+            elif column != "pred_fname":  # a column with a NaN more is a float column
+                nan = isinstance(value, float) and math.isnan(value)
+                assert (nan and math.isnan(got[column][i])) or got[column][i] == value, (column, i)
+    assert changed == 63
+    assert run.metrics["case"]["case_09"]["class_average"] == dict.fromkeys(("dice", "betti0_error", "hd", "hd95"))
+    assert (
+        run.metrics["aggregates"]["overall"]["dice"]["mean"]
+        != EXPECTED["task1"]["metrics"]["aggregates"]["Dice_ClsAvgDice"]["mean"]
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # What cannot be scored
 
