@@ -58,7 +58,8 @@ def warm_up(options: Options) -> None:
 def warm_up_every_definition() -> None:
     """``warm_up`` with every metric of every library: the image build calls it, so that a
     container, whose install is read-only, does not compile the kernels in every run (5 s).
-    A library without an instance evaluation (DeepMind's) has its phase take panoptica's."""
+    A library without an instance evaluation (DeepMind's) has its phase take panoptica's; the
+    TopCoW preset's own kernels (ITK's distances, its reading) are loaded as well."""
     schema = option_schemas("segmentation")
     for library in LIBRARIES:
         options = {
@@ -70,6 +71,7 @@ def warm_up_every_definition() -> None:
             "nsd_tolerances": [1.0],  # MONAI and DeepMind have no default
         }
         warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
+    topcow_results.warm_up_kernels()
 
 
 def _missing(truth, files: dict) -> int:

@@ -277,6 +277,7 @@ def evaluate(truth: np.ndarray, pred: np.ndarray, spacing_xyz, corrections=(), d
     read by the correction ``topcow_lr_physical`` only; ``betti1``: the 2023 release's Betti-1
     error of the merged masks too (``B1err_MergedBin``)."""
     whole = (truth.shape, tuple(float(s) for s in spacing_xyz))
+    truth, pred = np.ascontiguousarray(truth, np.uint8), np.ascontiguousarray(pred, np.uint8)
     truth_stats, pred_stats = _stats(truth), _stats(pred)
     labelled = [v for v in range(1, 256) if truth_stats[0][v] or pred_stats[0][v]]
     origin = np.zeros(3, np.int64)

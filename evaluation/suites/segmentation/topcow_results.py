@@ -22,6 +22,7 @@ sorted by path) and format.
 import math
 from pathlib import Path
 
+from evaluation import public
 from evaluation.contract import Result
 from evaluation.suites.segmentation import aggregate, report, topcow, topcow_inputs, topcow_table
 from evaluation.suites.segmentation.inputs import CaseTask
@@ -50,10 +51,15 @@ def class_values(row: dict, betti1: bool) -> dict:
     return classes
 
 
+def warm_up_kernels() -> None:
+    """The kernels of reading and scoring a case (the image build loads them too)."""
+    topcow.warm_up()
+    topcow_inputs.warm_up()
+
+
 class TopCoW:
     def warm_up(self, options: Options) -> None:
-        topcow.warm_up()
-        topcow_inputs.warm_up()
+        warm_up_kernels()
 
     def context(self, options: Options, truth: dict, cases: list[str], policy: str) -> dict:
         """The reference orders its cases by the truth files' paths (component by component,
@@ -77,8 +83,6 @@ class TopCoW:
         }
 
     def check(self, task: CaseTask) -> dict:
-        from evaluation import public
-
         if task.prediction is not None:
             topcow_inputs.check(task)
         return {"seconds": public.read_header(Path(task.truth)).voxels / 1e9 * SECONDS_PER_GVOXEL}
