@@ -11,8 +11,9 @@ docs/suites/segmentation.md sets them side by side. Each case is one task; the d
 is one row of ``metrics_table``.
 
 Instead of listing metrics, a phase may name a whole evaluation: panoptica's evaluator
-configuration or a BraTS preset. What the phase evaluates is read once (``Options.mode``) and
-each entry point asks the implementation ``EVALUATIONS`` holds for it (``evaluations``).
+configuration, a BraTS preset or TopCoW's. What the phase evaluates is read once
+(``Options.mode``) and each entry point asks the implementation ``EVALUATIONS`` holds for it
+(``evaluations``).
 """
 
 import dataclasses
@@ -23,7 +24,7 @@ from evaluation.contract import Outcome, Plan, Resources, Result, Suite, Task
 from evaluation.phase import Phase, option_schemas
 from evaluation.submission import Submission, pair_cases
 from evaluation.suites import register
-from evaluation.suites.segmentation import aggregate, autopet_evaluation, census, inputs, listed, mode_results
+from evaluation.suites.segmentation import aggregate, autopet_evaluation, census, inputs, listed, mode_results, topcow_results
 from evaluation.suites.segmentation.evaluations import Evaluation
 from evaluation.suites.segmentation.inputs import (
     Cases,
@@ -47,6 +48,7 @@ EVALUATIONS: dict[str, Evaluation] = {
     "brats": mode_results.BRATS,
     "brats2023": mode_results.BRATS2023,
     "autopet": autopet_evaluation.AUTOPET,
+    "topcow": topcow_results.TOPCOW,
 }
 
 
@@ -63,7 +65,8 @@ def warm_up(options: Options) -> None:
 def warm_up_every_definition() -> None:
     """``warm_up`` with every metric of every library: the image build calls it, so that a
     container, whose install is read-only, does not compile the kernels in every run (5 s).
-    A library without an instance evaluation (DeepMind's) has its phase take panoptica's."""
+    A library without an instance evaluation (DeepMind's) has its phase take panoptica's; the
+    TopCoW preset's own kernels (ITK's distances, its reading) are loaded as well."""
     schema = option_schemas("segmentation")
     for library in LIBRARIES:
         options = {
@@ -75,6 +78,7 @@ def warm_up_every_definition() -> None:
             "nsd_tolerances": [1.0],  # MONAI and DeepMind have no default
         }
         warm_up(Options.from_phase(Phase(root=Path("."), suite="segmentation", options=options)))
+    topcow_results.warm_up_kernels()
 
 
 def _missing(truth, files: dict) -> int:

@@ -1,6 +1,6 @@
 """What every evaluation a phase can choose provides: the interface the phase's listed metrics
 (``listed``) and the whole evaluations (``mode_results``: panoptica's configuration, the BraTS
-presets; ``autopet_evaluation``: the autoPET presets) implement.
+presets; ``autopet_evaluation``: the autoPET presets; ``topcow_results``: TopCoW's) implement.
 
 ``modes.from_phase`` reads once what the phase evaluates (``Options.mode``: its classes, its
 keys and their kinds, its default ranking); the suite picks the implementation by that mode's

@@ -17,7 +17,7 @@ the earlier version (``resolve``), so a version that changes a few metrics adds 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from evaluation.suites.segmentation import autopet, distances, instance_detail, multiclass, overlap, shape
+from evaluation.suites.segmentation import autopet, betti_errors, distances, instance_detail, multiclass, overlap, shape
 from evaluation.suites.segmentation import metricsreloaded_2bf9c91 as mr2bf9c91
 from evaluation.suites.segmentation.keys import AVERAGE, CORRELATION, COUNT, DISTANCE, ERROR, SCORE, TALLY, Kind, number_key
 
@@ -322,6 +322,21 @@ METRICS = (
         shape.boundary_iou_measure,
         versions={mr2bf9c91.NAME: mr2bf9c91.boundary_iou_measure},
         per_instance="pairs",
+    ),
+    # Betti-number errors (TopCoW's: components and tunnels), the same under every definition
+    Metric(
+        "betti0_error",
+        "topology",
+        fixed("betti0_error", kind=ERROR),
+        "masks",
+        dict.fromkeys(LIBRARIES, betti_errors.betti_errors),
+    ),
+    Metric(
+        "betti1_error",
+        "topology",
+        fixed("betti1_error", kind=ERROR),
+        "masks",
+        dict.fromkeys(LIBRARIES, betti_errors.betti_errors),
     ),
     Metric(  # CEDI (nan when a mask is empty) unless MetricsReloaded's com_dist (-1)
         "centre_distance",

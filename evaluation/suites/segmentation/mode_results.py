@@ -39,15 +39,15 @@ class _WholeEvaluation:
     def context(self, options: Options, truth: dict, cases: list[str], policy: str) -> dict:
         return {}
 
-    def check(self, task: CaseTask) -> dict:
-        return check_case(task)
-
     def score(self, task: CaseTask) -> dict:
         truth, pred, spacing = read_case(task)
         try:
             return self.score_arrays(truth, pred, spacing, task.options)
         except SubmissionError as exc:
             raise SubmissionError(f"{task.display}: {exc}") from None
+
+    def check(self, task: CaseTask) -> dict:
+        return check_case(task)
 
     def score_arrays(self, truth: np.ndarray, pred: np.ndarray, spacing, options: Options) -> dict:
         classes, details, summary = self.evaluate(truth, pred, spacing, options)

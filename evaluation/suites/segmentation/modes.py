@@ -3,7 +3,8 @@ classes, ``metrics`` and ``instance_metrics``, the keys the metric table gives t
 evaluation it names instead: panoptica's evaluator configuration (``panoptica``),
 BraTS_evaluation 0.0.10's six bundled configurations (``preset: brats-gli`` ...
 ``brats-goat``), the BraTS 2023 lesion-wise metrics (``preset: brats2023-gli`` ...
-``brats2023-met``) or an autoPET edition's evaluation (``preset: autopet4`` ... ``autopet1``).
+``brats2023-met``), an autoPET edition's evaluation (``preset: autopet4`` ... ``autopet1``)
+or TopCoW 2024's multiclass evaluation (``preset: topcow2024-task1``).
 
 Each says what ``Options`` needs before anything is scored: its classes, every key it writes
 with the key's kind (``keys.Kind``), its default ranking key and the options it sets itself.
@@ -23,8 +24,8 @@ from typing import ClassVar
 
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
-from evaluation.suites.segmentation import autopet, brats2023, brats_table, metrics_table, panoptica_config
-from evaluation.suites.segmentation.keys import COUNT, Kind
+from evaluation.suites.segmentation import autopet, brats2023, brats_table, metrics_table, panoptica_config, topcow
+from evaluation.suites.segmentation.keys import COUNT, Kind, in_reference_table
 from evaluation.suites.segmentation.panoptica_config import EvaluatorConfig, Group, Matcher, ZeroTP
 
 
@@ -247,13 +248,45 @@ def autopet_preset(phase: Phase, preset: str) -> AutopetPreset:
     return AutopetPreset(preset, rules, aggregation, interactive, numpy, int(phase.option("autopet_steps")))
 
 
+@dataclass(frozen=True)
+class TopcowPreset:
+    """TopCoW 2024's task-1 evaluation (``topcow_results``): its metrics per CoW label and for
+    the merged masks as metric-table keys; ``roi``: the phase's folder of ROI files
+    (``topcow_roi``), ``betti1``: the 2023 release's Betti-1 error too (``topcow_betti1``)."""
+
+    name: str
+    roi: str | None = None
+    betti1: bool = False
+    kind: ClassVar[str] = "topcow"
+    reference: ClassVar[str] = topcow.REFERENCE
+    defaults: ClassVar[dict] = {}
+
+    @property
+    def classes(self) -> tuple[ClassDef, ...]:
+        return tuple(ClassDef(name, labels) for name, labels in topcow.CLASSES)
+
+    def kinds(self, options) -> list[tuple[str, Kind]]:
+        rows = topcow.KEYS + ((("betti1_error", "betti1_error"),) if self.betti1 else ())
+        return [(key, in_reference_table(metrics_table.BY_NAME[row].kind)) for key, row in rows]
+
+    def default_ranking(self, kinds: list[tuple[str, Kind]]) -> str:
+        return "dice"
+
+
+def topcow_preset(phase: Phase, preset: str) -> TopcowPreset:
+    if phase.option("missing_cases") == "penalty":
+        raise PhaseError("phase.yaml: missing_cases: penalty is BraTS_evaluation's; TopCoW's evaluation needs every case")
+    roi = phase.option("topcow_roi")
+    return TopcowPreset(preset, None if roi is None else str(phase.path(roi)), bool(phase.option("topcow_betti1")))
+
+
 # Options a whole evaluation defines itself: setting them beside it is refused, not ignored
 OWN_OPTIONS = ("classes", "metrics", "instance_metrics", "definition", "definitions", "matching", "match_threshold")
 
 
 def from_phase(phase: Phase):
     """The phase's evaluation: ``Listed``, ``PanopticaConfiguration``, ``BratsPreset``,
-    ``Brats2023Preset`` or ``AutopetPreset``."""
+    ``Brats2023Preset``, ``AutopetPreset`` or ``TopcowPreset``."""
     preset, evaluator = phase.option("preset"), phase.option("panoptica")
     if preset and evaluator is not None:
         raise PhaseError("phase.yaml: set either preset or panoptica, not both")
@@ -266,6 +299,8 @@ def from_phase(phase: Phase):
     volume, overlap = float(phase.option("brats_volume_threshold")), float(phase.option("brats_overlap_threshold"))
     if preset in autopet.PRESETS:
         return autopet_preset(phase, preset)
+    if preset and preset.startswith("topcow"):
+        return topcow_preset(phase, preset)
     if preset and preset.startswith("brats2023-"):
         return Brats2023Preset(preset, preset.removeprefix("brats2023-"))
     if preset:
