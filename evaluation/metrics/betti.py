@@ -15,6 +15,8 @@ TopCoW 2023's ``betti_number`` (CoWBenchmark/TopCoW_Eval_Metrics@7c722ff,
 padded volume.
 """
 
+from typing import Literal
+
 import numpy as np
 
 from evaluation.metrics import jit
@@ -30,7 +32,7 @@ def _window_table() -> np.ndarray:
     for code in range(256):
         occupied = {(dz, dy, dx) for dz in (0, 1) for dy in (0, 1) for dx in (0, 1) if code >> (dz * 4 + dy * 2 + dx) & 1}
 
-        def touches(fixed, occupied=occupied):
+        def touches(fixed: tuple[int, ...], occupied: set[tuple[int, int, int]] = occupied) -> bool:
             return any(all(voxel[axis] == 1 for axis in fixed) for voxel in occupied)
 
         vertex = 1 if occupied else 0
@@ -45,7 +47,7 @@ WINDOWS = _window_table()
 
 
 @numba.njit(cache=True, nogil=True)
-def _window_codes(mask, counts):  # pragma: no cover - compiled
+def _window_codes(mask: np.ndarray, counts: np.ndarray) -> None:  # pragma: no cover - compiled
     """How many 2x2x2 windows of each code the mask has, the windows overlapping the mask by
     at least one voxel (outside the array is background)."""
     nz, ny, nx = mask.shape
@@ -78,35 +80,36 @@ def _box(mask: np.ndarray) -> np.ndarray | None:
 
 def euler_characteristic(mask: np.ndarray) -> int:
     """V - E + F - C of the union of the mask's closed voxel cubes."""
-    mask = _box(_as_3d(mask))
-    if mask is None:
+    box = _box(_as_3d(mask))
+    if box is None:
         return 0
     counts = np.zeros(256, np.int64)
-    _window_codes(mask, counts)
+    _window_codes(box, counts)
     return int(counts @ WINDOWS)
 
 
 def betti_numbers(mask: np.ndarray) -> tuple[int, int, int]:
     """(b0, b1, b2) of a binary mask: 26-connected components, tunnels, cavities."""
-    mask = _box(_as_3d(mask))
-    if mask is None:
+    box = _box(_as_3d(mask))
+    if box is None:
         return 0, 0, 0
-    b0 = _count(mask, 26)
-    b2 = _count(np.pad(~mask, 1, constant_values=True), 6) - 1
+    b0 = _count(box, 26)
+    b2 = _count(np.pad(~box, 1, constant_values=True), 6) - 1
     counts = np.zeros(256, np.int64)
-    _window_codes(mask, counts)
+    _window_codes(box, counts)
     return b0, b0 + b2 - int(counts @ WINDOWS), b2
 
 
 def components(mask: np.ndarray) -> int:
     """b0 alone: the number of 26-connected components (8-connected in 2-D)."""
-    mask = _box(_as_3d(mask))
-    return 0 if mask is None else _count(mask, 26)
+    box = _box(_as_3d(mask))
+    return 0 if box is None else _count(box, 26)
 
 
-def _count(mask: np.ndarray, connectivity: int) -> int:
-    """cc3d's number of components, given bytes: cc3d 4.1 miscounts its union-find table for
-    some boolean arrays with an axis of length 1 and raises."""
+def _count(mask: np.ndarray, connectivity: Literal[6, 26]) -> int:
+    """cc3d's number of components, given bytes: cc3d 4.1.1 sizes its union-find table too
+    small for some boolean arrays with two axes of length 1 (a row of runs one voxel apart) and
+    raises."""
     import cc3d
 
     return int(cc3d.connected_components(mask.view(np.uint8), connectivity=connectivity, return_N=True)[1])
@@ -117,7 +120,7 @@ def _as_3d(mask: np.ndarray) -> np.ndarray:
 
 
 def warm_up() -> None:
-    def compile_all():
+    def compile_all() -> None:
         _window_codes(np.ones((2, 2, 2), np.bool_), np.zeros(256, np.int64))
 
     jit.warm_up("Betti numbers", compile_all, [__file__], equivalents=False)

@@ -33,7 +33,9 @@ _FAR = np.float32(np.finfo(np.float32).max)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _removable(d1, d2, df, x1, x2, xf):  # pragma: no cover - compiled
+def _removable(  # pragma: no cover - compiled
+    d1: np.float32, d2: np.float32, df: np.float32, x1: np.float32, x2: np.float32, xf: np.float32
+) -> bool:
     """ITK's ``Remove``: whether the middle site of three is hidden by the outer two."""
     a = x2 - x1
     b = xf - x2
@@ -41,11 +43,20 @@ def _removable(d1, d2, df, x1, x2, xf):  # pragma: no cover - compiled
     value = c * abs(d2) - b * abs(d1)
     value = value - a * abs(df)
     value = value - (a * b) * c
-    return value > np.float32(0.0)
+    return bool(value > np.float32(0.0))
 
 
 @numba.njit(cache=True, nogil=True)
-def _voronoi_line(line, inside, n, start, step32, step64, g, h):  # pragma: no cover - compiled
+def _voronoi_line(  # pragma: no cover - compiled
+    line: np.ndarray,
+    inside: np.ndarray,
+    n: int,
+    start: int,
+    step32: np.float32,
+    step64: np.float64,
+    g: np.ndarray,
+    h: np.ndarray,
+) -> None:
     """ITK's ``Voronoi`` on one line of ``n`` values: the partial squared distances of the
     earlier axes in, those including this axis out (negated inside the object)."""
     top = -1
@@ -77,7 +88,9 @@ def _voronoi_line(line, inside, n, start, step32, step64, g, h):  # pragma: no c
 
 
 @numba.njit(cache=True, nogil=True)
-def _maurer(sites, start, step32, step64):  # pragma: no cover - compiled
+def _maurer(
+    sites: np.ndarray, start: np.ndarray, step32: np.ndarray, step64: np.ndarray
+) -> np.ndarray:  # pragma: no cover - compiled
     nz, ny, nx = sites.shape
     out = np.empty((nz, ny, nx), np.float32)
     for z in range(nz):
@@ -121,7 +134,7 @@ def _maurer(sites, start, step32, step64):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _contour(mask):  # pragma: no cover - compiled
+def _contour(mask: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     nz, ny, nx = mask.shape
     out = np.zeros((nz, ny, nx), np.bool_)
     for z in range(nz):
@@ -148,7 +161,9 @@ def contour(mask: np.ndarray) -> np.ndarray:
     return _contour(np.ascontiguousarray(mask, dtype=np.bool_))
 
 
-def distance_map(sites: np.ndarray, spacing_xyz, start_zyx=(0, 0, 0)) -> np.ndarray:
+def distance_map(
+    sites: np.ndarray, spacing_xyz: tuple[float, float, float], start_zyx: tuple[int, int, int] = (0, 0, 0)
+) -> np.ndarray:
     """float32 distance from every voxel of ``sites``' box to the nearest site, as ITK's
     signed Maurer distance map's absolute value: ``spacing_xyz`` the image spacing in ITK's
     (x, y, z) order as doubles, ``start_zyx`` the index of the box's first voxel in the image
@@ -162,7 +177,7 @@ def distance_map(sites: np.ndarray, spacing_xyz, start_zyx=(0, 0, 0)) -> np.ndar
 def warm_up() -> None:
     """Compiles the kernels on a tiny box (``jit.warm_up`` says so when it is the first time)."""
 
-    def compile_all():
+    def compile_all() -> None:
         mask = np.zeros((3, 4, 5), bool)
         mask[1, 1:3, 1:4] = True
         distance_map(contour(mask), (1.0, 1.0, 1.0))
