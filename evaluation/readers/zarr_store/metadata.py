@@ -5,7 +5,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -104,7 +104,8 @@ class Metadata:
     @property
     def sharding(self) -> "Sharding | None":
         """The sharding stage of a sharded array, else None."""
-        return self.pipeline.sharding
+        stage = self.pipeline.array_bytes
+        return cast("Sharding", stage) if stage.partial else None
 
 
 def check_sizes(meta: Metadata) -> None:

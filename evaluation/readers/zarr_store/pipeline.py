@@ -1,9 +1,11 @@
 """A chunk's pipeline: its stages by kind (``stages``), in encoding order, and the sizes each
 bytes -> bytes stage must decode to, planned once from the metadata (``plan``) so that every
-decoder is given its budget before a byte is read."""
+decoder is given its budget before a byte is read; and what each codec of it is made for
+(``Chunk``), which the registry's rows and the sharding stage build from."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, cast
+from typing import Literal
 
 import numpy as np
 
@@ -12,9 +14,6 @@ from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store.base import Corrupt, Invalid
 from evaluation.readers.zarr_store.stages import ArrayBytes, Bytes, Data, Stage
 
-if TYPE_CHECKING:
-    from evaluation.readers.zarr_store.sharding import Sharding
-
 
 def bound(size: int) -> int:
     """At most how many bytes a compressor may make of ``size`` bytes (worst cases are a few
@@ -22,12 +21,29 @@ def bound(size: int) -> int:
     return size + size // 8 + 65536
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """What a codec is made for: the chunk's shape, the array's format 3 data type name
+    ("" in format 2), whether the codec list is a shard's inner one, how many codecs the
+    list holds, and how a nested codec list (a shard's) becomes a pipeline."""
+
+    shape: tuple[int, ...]
+    dtype_name: str = ""
+    nested: bool = False
+    count: int = 1
+    parse: "Callable[[object, tuple[int, ...], str, str, bool], Pipeline] | None" = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
 @dataclass
 class Pipeline:
     """How one chunk (or inner chunk, or shard) is stored: the array -> array stages (format
     3's transposes, composed into ``permutation``: stored = decoded.transpose(permutation)),
     the array -> bytes stage (``Bytes``, or the ``Sharding`` of a sharded array, which
-    reads its shards in parts: then ``sharding`` is it) and the bytes -> bytes stages."""
+    reads its shards in parts) and the bytes -> bytes stages."""
 
     shape: tuple[int, ...]
     dtype: np.dtype  # as stored (byte order of the bytes)
@@ -36,11 +52,6 @@ class Pipeline:
     stages: list[Stage] = field(default_factory=list)  # bytes -> bytes
     array_bytes: ArrayBytes = field(default_factory=Bytes)
     sizes: list[tuple[int, bool]] = field(default_factory=list)  # (size, exact) entering each stage, then stored
-
-    @property
-    def sharding(self) -> "Sharding | None":
-        """The array -> bytes stage when it reads chunks in parts (a shard), else None."""
-        return cast("Sharding", self.array_bytes) if self.array_bytes.partial else None
 
     def plan(self) -> None:
         size, exact = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize, True

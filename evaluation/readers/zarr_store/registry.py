@@ -25,6 +25,7 @@ import numpy as np
 from evaluation.readers import codecs, limits
 from evaluation.readers.zarr_store import settings, sharding
 from evaluation.readers.zarr_store.base import Invalid, is_int
+from evaluation.readers.zarr_store.pipeline import Chunk
 from evaluation.readers.zarr_store.settings import ANY_INT, BOOL, DTYPE, ENDIAN, LOCATION, NUMBER, Settings, int_in
 from evaluation.readers.zarr_store.stages import (
     ARRAY_ARRAY,
@@ -32,7 +33,6 @@ from evaluation.readers.zarr_store.stages import (
     BYTES_BYTES,
     Bytes,
     Checksum,
-    Chunk,
     Compressor,
     Data,
     Decoder,

@@ -26,8 +26,8 @@ from evaluation.readers import limits, untrusted
 from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store import settings
 from evaluation.readers.zarr_store.base import MISSING, Corrupt, Invalid, shape_of
-from evaluation.readers.zarr_store.pipeline import Pipeline
-from evaluation.readers.zarr_store.stages import ArrayBytes, Checksum, Chunk, Data, crc32c
+from evaluation.readers.zarr_store.pipeline import Chunk, Pipeline
+from evaluation.readers.zarr_store.stages import ArrayBytes, Checksum, Data, crc32c
 from evaluation.readers.zarr_store.threads import run_tasks
 
 Selection = list[tuple[int, int]]  # (start, stop) per axis (``regions.select``)

@@ -13,17 +13,13 @@ whose size is already known.
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers.codecs import as_u1
 from evaluation.readers.zarr_store.base import Corrupt, Invalid
-
-if TYPE_CHECKING:
-    from evaluation.readers.zarr_store.pipeline import Pipeline
 
 ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES = "array -> array", "array -> bytes", "bytes -> bytes"
 
@@ -38,23 +34,6 @@ FILTER_ERRORS = (ValueError, TypeError, RuntimeError)
 def reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """What a codec is made for: the chunk's shape, the array's format 3 data type name
-    ("" in format 2), whether the codec list is a shard's inner one, how many codecs the
-    list holds, and how a nested codec list (a shard's) becomes a pipeline."""
-
-    shape: tuple[int, ...]
-    dtype_name: str = ""
-    nested: bool = False
-    count: int = 1
-    parse: "Callable[[object, tuple[int, ...], str, str, bool], Pipeline] | None" = None
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
 
 
 class Stage:

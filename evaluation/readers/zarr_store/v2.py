@@ -5,10 +5,10 @@ from typing import Any
 from evaluation.readers import limits
 from evaluation.readers.zarr_store.base import Invalid, shape_of
 from evaluation.readers.zarr_store.metadata import Metadata, fill_value, v2_dtype
-from evaluation.readers.zarr_store.pipeline import Pipeline
+from evaluation.readers.zarr_store.pipeline import Chunk, Pipeline
 from evaluation.readers.zarr_store.registry import COMPRESSOR, v2_codec
 from evaluation.readers.zarr_store.settings import unaccepted
-from evaluation.readers.zarr_store.stages import Chunk, Filter
+from evaluation.readers.zarr_store.stages import Filter
 
 
 def _codec_ids(metadata: dict[str, Any]) -> list[object]:

@@ -7,11 +7,11 @@ import numpy as np
 from evaluation.readers import limits
 from evaluation.readers.zarr_store.base import Invalid, shape_of
 from evaluation.readers.zarr_store.metadata import V3_DTYPES, Metadata, fill_value
-from evaluation.readers.zarr_store.pipeline import Pipeline
+from evaluation.readers.zarr_store.pipeline import Chunk, Pipeline
 from evaluation.readers.zarr_store.registry import v3_codec
 from evaluation.readers.zarr_store.settings import check, named, unaccepted
 from evaluation.readers.zarr_store.sharding import Sharding
-from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES, ArrayBytes, Bytes, Chunk, Stage, Transpose
+from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES, ArrayBytes, Bytes, Stage, Transpose
 
 _V3_KEYS = {
     "zarr_format",
