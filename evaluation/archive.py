@@ -34,10 +34,11 @@ import tarfile
 import zipfile
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation import log
+from evaluation import phase as phases
 from evaluation.errors import Unusable
 from evaluation.readers import codecs, limits
 
@@ -61,21 +62,30 @@ _LOCAL_HEADER = 30
 _TAR_MAGIC = {b"\x1f\x8b": codecs.GZIP, b"BZh": codecs.BZ2, b"\xfd7zXZ\x00": codecs.XZ}
 
 
+def _default(name: str, kind: type):
+    """The schema's default of the ``archive`` key ``name``, read when a ``Limits`` is made
+    (never at import)."""
+    return field(default_factory=lambda: kind(phases.key_defaults("archive")[name]))
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Caps for one archive. The total defaults to the CellMap reference's 50 GiB; the entries
-    (files and folders, those the paths imply included) to what a platform's disk writes in
-    well under a minute (a file costs 30 to 500 us there: a million could take minutes); the
-    ratio only applies beyond ``ratio_min_bytes`` of output, so small, highly compressible
-    files (zarr metadata, an empty mask) never trip it."""
+    """Caps for one archive: the phase option ``archive``, every default in
+    ``schemas/phase.schema.json``. The total defaults to the CellMap reference's 50 GiB; the
+    entries (files and folders, those the paths imply included) to what a platform's disk
+    writes in well under a minute (a file costs 30 to 500 us there: a million could take
+    minutes); the ratio only applies beyond ``ratio_min_bytes`` of output, so small, highly
+    compressible files (zarr metadata, an empty mask) never trip it."""
 
-    max_total_bytes: int = 50 * 1024**3
-    max_entries: int = 250_000
-    max_ratio: float = 1000.0
-    ratio_min_bytes: int = 16 * 1024**2
+    max_total_bytes: int = _default("max_total_bytes", int)
+    max_entries: int = _default("max_entries", int)
+    max_ratio: float = _default("max_ratio", float)
+    ratio_min_bytes: int = _default("ratio_min_bytes", int)
 
     @classmethod
     def from_options(cls, options: dict | None) -> "Limits":
+        """From the phase's ``archive`` option (``Phase.option``): keys left out keep the
+        schema's defaults."""
         return cls(**(options or {}))
 
 
@@ -405,8 +415,10 @@ def _tar_member(tf: tarfile.TarFile, member: tarfile.TarInfo, writer: _Writer, l
         raise Unusable(f"archive entry {member.name!r} is a special file; only files and folders are accepted")
 
 
-def extract(archive: Path, target: Path, limits: Limits = Limits()) -> Path:
-    """Unpack ``archive`` (zip or tar) into the new folder ``target`` and return it."""
+def extract(archive: Path, target: Path, limits: Limits | None = None) -> Path:
+    """Unpack ``archive`` (zip or tar) into the new folder ``target`` and return it, within
+    ``limits`` (default: the schema's)."""
+    limits = Limits() if limits is None else limits
     target.mkdir(parents=True, exist_ok=False)
     writer = _Writer(target.resolve(), limits, archive.stat().st_size)
     try:

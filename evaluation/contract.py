@@ -17,7 +17,7 @@ import dataclasses
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from evaluation import machine
 from evaluation.errors import (
@@ -60,7 +60,7 @@ class Resources:
         ``RLIMIT_DATA`` (0.6-0.7); whether 0.8 still does is not visible in its published
         code, and a cgroup or the machine's RAM then takes its place."""
         limits = {**machine.memory_limits(), **({"phase": memory_limit_bytes} if memory_limit_bytes else {})}
-        source = min(limits, key=limits.get)
+        source = min(limits, key=lambda name: limits[name])
         return cls(
             workers=workers or machine.cpu_count(),
             memory_bytes=int(limits[source] * MEMORY_HEADROOM),
@@ -78,11 +78,12 @@ class Payload:
     paths). A payload reaches its worker as it is (forked, or pickled by Dask for the
     organizer's rescore); ``to_dict`` is its stable JSON form, for fingerprints and logs."""
 
-    def to_dict(self) -> dict:
-        return _jsonable(dataclasses.asdict(self))
+    def to_dict(self) -> dict[str, Any]:
+        fields: dict[str, Any] = _jsonable(dataclasses.asdict(self))  # type: ignore[call-overload]  # subclasses are dataclasses
+        return fields
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -131,7 +132,7 @@ class Outcome:
     started, at the run's time limit) or 'crashed' (the worker died, e.g. killed for memory)."""
 
     key: str
-    value: dict | None = None
+    value: dict[str, Any] | None = None
     kind: str | None = None
     message: str | None = None
     seconds: float = 0.0
@@ -142,7 +143,7 @@ class Outcome:
         return self.kind is None
 
 
-def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict:
+def failure(key: str, exc: BaseException, memory_cap: int | None = None) -> dict[str, Any]:
     """The one map from an exception raised while scoring ``key`` to an outcome's fields
     (``kind``, ``message``, and for bugs ``traceback``), for the runner and for rescore."""
     if isinstance(exc, MemoryError):
@@ -195,11 +196,11 @@ class Result:
     ``files`` are further outputs written beside metrics.json: a dict is written as JSON, a
     str as text, bytes as they are (reports, CSV tables, plots)."""
 
-    metrics: dict
+    metrics: dict[str, Any]
     leaderboard: dict[str, float] = field(default_factory=dict)
     case_scores: dict[str, float] = field(default_factory=dict)
-    files: dict[str, dict | str | bytes] = field(default_factory=dict)
-    census: dict | None = None  # set from Suite.census: metrics.json's ``census``
+    files: dict[str, dict[str, Any] | str | bytes] = field(default_factory=dict)
+    census: dict[str, Any] | None = None  # set from Suite.census: metrics.json's ``census``
 
 
 class Suite:
@@ -209,14 +210,14 @@ class Suite:
     ranking: ClassVar[str] = ""  # the leaderboard key submissions are ranked by
     higher_is_better: ClassVar[bool] = True
 
-    def plan(self, submission: "Submission", phase: "Phase", resources: Resources) -> Plan:
+    def plan(self, submission: "Submission", phase: "Phase", resources: Resources) -> Plan[Any]:
         raise NotImplementedError
 
-    def score(self, payload: Payload) -> dict:
+    def score(self, payload: Payload) -> dict[str, Any]:
         """Runs in a worker process; must depend on ``payload`` (and the files it names) only."""
         raise NotImplementedError
 
-    def summarize(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome]) -> Result:
+    def summarize(self, phase: "Phase", plan: Plan[Any], outcomes: dict[str, Outcome]) -> Result:
         raise NotImplementedError
 
     # A phase's private cases (``private_cases``) are scored with the others and summarised
@@ -227,23 +228,23 @@ class Suite:
         """The case ``task`` scores (by default its key: one task per case)."""
         return task.key
 
-    def cases(self, plan: Plan) -> list[str]:
+    def cases(self, plan: Plan[Any]) -> list[str]:
         """Every case of the phase's truth in ``plan``, scored or not: what ``private_cases``
         chooses from (a suite whose plan also holds cases without a task overrides this)."""
         return sorted({self.case_of(task) for task in plan.tasks})
 
-    def restrict(self, plan: Plan, cases: set[str]) -> Plan:
+    def restrict(self, plan: Plan[Any], cases: set[str]) -> Plan[Any]:
         """``plan`` as if the truth held only ``cases``: the tasks of those cases (a suite whose
         context also lists cases overrides this)."""
         return Plan([task for task in plan.tasks if self.case_of(task) in cases], plan.context)
 
-    def census(self, phase: "Phase", plan: Plan, outcomes: dict[str, Outcome], result: Result) -> dict | None:
+    def census(self, phase: "Phase", plan: Plan[Any], outcomes: dict[str, Outcome], result: Result) -> dict[str, Any] | None:
         """How many cases hit each empty-mask / undefined-value rule, and the leaderboard
         value under each alternative policy the suite offers that the outcomes determine
         (``census``); None when the suite has no such rule."""
         return None
 
-    def definitions(self, phase: "Phase") -> dict[str, dict]:
+    def definitions(self, phase: "Phase") -> dict[str, dict[str, Any]]:
         """Where each leaderboard metric's definition comes from, for the results' provenance:
         ``{metric: {"source": "reference" | "library" | "suite", ...}}`` with the repository
         and commit (or library and version) and the function that defines it."""
@@ -255,7 +256,7 @@ class Suite:
         from one (``evaluation.public``)."""
         raise NotImplementedError
 
-    def check(self, payload: Payload) -> dict:
+    def check(self, payload: Payload) -> dict[str, Any]:
         """Runs in a worker, on a plan of the public phase: read and decode what ``score``
         reads of the submission, through the same functions and with the same checks, but no
         ground truth; ``{"seconds": ...}`` estimates what scoring the task takes."""
@@ -266,9 +267,9 @@ def census(
     unit: str,
     rules: dict[str, int],
     ranking: str,
-    alternatives: dict[str, tuple[object, dict]] | None = None,
+    alternatives: dict[str, tuple[object, dict[str, Any]]] | None = None,
     units: dict[str, list[str]] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A suite's census in the one shape metrics.json has: ``rules`` counts ``unit``s (cases,
     (case, class) pairs, ...) per rule, and ``units`` names them where a rule changes what a
     unit contributes; ``alternatives`` maps each policy option to the value in force and the

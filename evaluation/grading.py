@@ -24,7 +24,7 @@ from evaluation import machine, provenance, report, runner, sealed
 from evaluation import progress as progresses
 from evaluation.contract import Outcome, Plan, Resources, Suite
 from evaluation.errors import participant_file
-from evaluation.phase import Phase
+from evaluation.phase import Phase, with_options
 from evaluation.platforms import Platform
 from evaluation.submission import Submission
 
@@ -113,8 +113,17 @@ def grade(platform: Platform, phase: Phase, suite: Suite, workers: int | None = 
         submission, given_inputs = take_in(platform, phase, Path(scratch), given)
         planned = plan(suite, submission, phase, given)
         outcomes = execute(planned, scoring(suite), given)
-        summaries = sealed.summarize(suite, phase, planned, outcomes)
+        summaries = sealed.summarize(suite, reporting(phase, outcomes), planned, outcomes)
     return Graded(planned, outcomes, summaries, given, given_inputs)
+
+
+def reporting(phase: Phase, outcomes: dict[str, Outcome]) -> Phase:
+    """The phase to summarize with: a refused upload (exit 2) gets no rendered report, which
+    would only repeat the error and cost its time, unless the phase says ``report: always``."""
+    refused = any(outcome.kind == "submission" for outcome in outcomes.values())
+    if refused and phase.option("report") is True:
+        return with_options(phase, {"report": False})
+    return phase
 
 
 def stopped_at_deadline(graded: Graded) -> list[Outcome]:
@@ -127,7 +136,9 @@ def in_time(suite: Suite, phase: Phase, graded: Graded) -> Graded:
     time limit (a partial result: the others are listed as failures, not scored as empty)."""
     late = {suite.case_of(task) for task in graded.plan.tasks if graded.outcomes[task.key].kind == "deadline"}
     kept = suite.restrict(graded.plan, set(suite.cases(graded.plan)) - late)
-    summaries = sealed.summarize(suite, phase, kept, {task.key: graded.outcomes[task.key] for task in kept.tasks})
+    summaries = sealed.summarize(
+        suite, reporting(phase, graded.outcomes), kept, {task.key: graded.outcomes[task.key] for task in kept.tasks}
+    )
     return dataclasses.replace(graded, summaries=summaries)
 
 

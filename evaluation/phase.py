@@ -29,6 +29,11 @@ class Phase:
         """The option as configured, else the schema's default for this suite (None if it has none)."""
         return self.options[name] if name in self.options else defaults(self.suite).get(name)
 
+    def keys(self, name: str) -> dict:
+        """The object option ``name`` with every key it leaves out at that key's default in the
+        schema (``key_defaults``): options whose keys are set one by one, such as ``archive``."""
+        return {**key_defaults(name, self.suite), **(self.option(name) or {})}
+
     def path(self, relative: str) -> Path:
         """A file of the phase; refuses paths that leave the phase folder."""
         root = self.root.resolve()
@@ -51,6 +56,13 @@ def option_schemas(suite: str) -> dict[str, dict]:
 
 def defaults(suite: str) -> dict:
     return {name: spec["default"] for name, spec in option_schemas(suite).items() if "default" in spec}
+
+
+def key_defaults(name: str, suite: str | None = None) -> dict:
+    """The schema's default of each key of the object option ``name`` (``archive``: its four
+    limits). Without ``suite``, only the options every phase has are looked up."""
+    spec = option_schemas(suite)[name] if suite is not None else schemas.load("phase")["properties"][name]
+    return {key: item["default"] for key, item in spec.get("properties", {}).items() if "default" in item}
 
 
 def load(root: Path) -> Phase:

@@ -62,6 +62,33 @@ class Submission:
         return path.parent == self.root and path.name in self.set_aside
 
 
+def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str, where: str = "") -> list[str]:
+    """The cases to score, sorted: a file that names no case of the truth rejects the upload, as
+    do missing cases under the ``missing_cases`` policy 'reject'; under 'empty' every case of
+    the truth is scored (a missing one as an empty prediction), otherwise the submitted ones.
+    ``where`` starts each message (which model of an upload holding several)."""
+    unknown = sorted(set(submitted) - set(truth))
+    if unknown:
+        shown = ", ".join(_named(case, submitted[case]) for case in unknown[:5])
+        raise SubmissionError(
+            f"{where}{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
+            "name each file after its test case"
+        )
+    missing = sorted(set(truth) - set(submitted))
+    if missing and policy == "reject":
+        shown = ", ".join(missing[:5])
+        raise SubmissionError(
+            f"{where}{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
+        )
+    return sorted(truth) if policy == "empty" else sorted(submitted)
+
+
+def _named(case: str, path: Path) -> str:
+    """A submitted file as a message names it: its name, and the case read from it where the
+    name does not show it (a platform's name for a job's output)."""
+    return path.name if images.stem(path) == case else f"{case} ({path.name})"
+
+
 def _not_entered(folder: Path) -> bool:
     """A zarr folder is one case; hidden folders are not looked into."""
     return folder.name.lower().endswith(".zarr") or folder.name.startswith(".")

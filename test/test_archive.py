@@ -146,3 +146,23 @@ def test_nested_and_truncated_archives(tmp_path):
     cut.write_bytes(full.read_bytes()[:50_000])
     with pytest.raises(Unusable, match="truncated or corrupt|not a readable"):
         extract(cut, tmp_path / "o2")
+
+
+def test_the_limits_default_to_the_schema_and_each_can_be_set(tmp_path):
+    """The defaults are the phase schema's (the only place a default is written); a phase's
+    ``archive`` option sets any of the four, ``ratio_min_bytes`` included, the rest keep theirs."""
+    from evaluation import phase as phases
+    from evaluation import schemas
+
+    defaults = phases.key_defaults("archive")
+    assert defaults == {"max_total_bytes": 50 << 30, "max_entries": 250_000, "max_ratio": 1000, "ratio_min_bytes": 16 << 20}
+    assert Limits() == Limits.from_options(None) == Limits(**defaults)
+    assert schemas.errors("phase", {"suite": "cellmap", "archive": {"ratio_min_bytes": 1 << 20}}) == []
+    phase = phases.Phase(root=tmp_path, suite="cellmap", options={"archive": {"ratio_min_bytes": 1 << 20}})
+    limits = Limits.from_options(phase.option("archive"))
+    assert limits == Limits(ratio_min_bytes=1 << 20) and limits.max_entries == 250_000
+    assert phase.keys("archive") == {**defaults, "ratio_min_bytes": 1 << 20}
+    bomb = _zip(tmp_path / "bomb.zip", [("zeros", bytes(4 << 20))])
+    extract(bomb, tmp_path / "default")  # 4 MiB of output: below the default's 16 MiB
+    with pytest.raises(Unusable, match="zip bomb"):
+        extract(bomb, tmp_path / "set", limits)

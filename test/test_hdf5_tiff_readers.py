@@ -34,7 +34,7 @@ from helpers.opens import Opens
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
+from evaluation.errors import PhaseError, Unusable, organizer_file
 from evaluation.readers import hdf5, images, tiff
 from evaluation.readers.label_stacks import open_labels
 from evaluation.readers.slabs import open_slabs
@@ -534,8 +534,8 @@ def test_fisbe_scoring_passes_the_limit_to_its_prediction_reader(tmp_path):
         partly=False,
         remove_small_components=800,
     )
-    with pytest.raises(SubmissionError, match=r"^s.h5: 'volumes/labels' has shape \(1000000, 8, 16, 16\), more voxels than"):
-        load_sample(sample)
+    with pytest.raises(Unusable, match=r"^s.h5: 'volumes/labels' has shape \(1000000, 8, 16, 16\), more voxels than"):
+        load_sample(sample)  # the participant's: grading.scoring assigns it
 
 
 def test_fisbe_tiff_predictions_have_a_size_guard(tmp_path):

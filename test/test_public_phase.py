@@ -28,6 +28,7 @@ FAST = (
     "fisbe/a_perfect",
     "segmentation/instances",
     "tomo_fuelcell",
+    "detection",
 )
 PHASES = [pytest.param(name, marks=() if name in FAST else pytest.mark.slow) for name in BUILDERS]
 

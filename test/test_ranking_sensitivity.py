@@ -59,8 +59,7 @@ def image(array, path):
     sitk.WriteImage(sitk.GetImageFromArray(array), str(path))
 
 
-@pytest.mark.slow
-def test_the_empty_mask_rule_decides_the_winner(tmp_path):
+def run_where_the_empty_mask_rule_decides(tmp_path):
     """Case 'e' has no class 2 in its truth. 'careful' predicts none there (both empty: Dice 1
     under MetricsReloaded, 0 under panoptica) but misses half of class 1 on case 'f'; 'bold'
     predicts a false class-2 blob on 'e' (Dice 0 under both) and is perfect on 'f'. Case
@@ -94,6 +93,13 @@ def test_the_empty_mask_rule_decides_the_winner(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return tmp_path / "out"
+
+
+@pytest.mark.slow
+def test_the_empty_mask_rule_decides_the_winner(tmp_path):
+    """``sensitivity`` ranks the two uploads above as each library's empty-mask rule does."""
+    run_where_the_empty_mask_rule_decides(tmp_path)
     result = json.loads((tmp_path / "out" / "sensitivity.json").read_text())
     ranks = {v["variant"]: v["ranks"] for v in result["variants"]}
     assert ranks["as configured"] == ranks["metricsreloaded"] == {"careful": 1.0, "bold": 2.0}

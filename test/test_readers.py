@@ -125,3 +125,49 @@ def test_truncated_tiff_is_refused_not_read_as_blank(tmp_path):
     (tmp_path / "a.tif").write_bytes(data[: len(data) - 150])
     with pytest.raises(Unusable, match="a.tif"):
         images.read(tmp_path / "a.tif")
+
+
+def test_every_format_is_one_registry_entry(tmp_path):
+    """One ``Format`` per reader, each suffix once; the suffixes every caller lists (and the
+    order messages name them in) are the registry's; every format probes, reads and (where
+    it can) opens the same array."""
+    from evaluation.readers import formats, itk_formats, label_stacks
+
+    assert len(formats.SUFFIXES) == len(set(formats.SUFFIXES))
+    assert (
+        images.SUFFIXES
+        == formats.SUFFIXES
+        == (".mha", ".nii", ".nii.gz", ".nrrd", ".png", ".tif", ".tiff", ".h5", ".hdf5", ".hdf", ".npy", ".zarr")
+    )
+    assert set(itk_formats.SUFFIXES) <= set(formats.SUFFIXES)
+    assert all(formats.find(tmp_path / f"x{s}").open is not None for s in label_stacks.SUFFIXES)
+    assert formats.find(tmp_path / "x.NII.GZ").name.startswith("SimpleITK") and formats.find(tmp_path / "x.txt") is None
+    with pytest.raises(Unusable, match=r"unsupported file type '\.txt'; use one of \.mha, \.nii"):
+        formats.of(tmp_path / "x.txt", "x.txt")
+    paths = [_mha(tmp_path / "a.mha"), tmp_path / "a.tif", tmp_path / "a.npy", tmp_path / "a.h5", tmp_path / "a.zarr"]
+    tifffile.imwrite(paths[1], LABELS)
+    np.save(paths[2], LABELS)
+    with h5py.File(paths[3], "w") as f:
+        f["labels"] = LABELS
+    zarr.open_array(str(paths[4]), mode="w", shape=LABELS.shape, dtype=LABELS.dtype, zarr_format=3)[...] = LABELS
+    for path in paths:
+        found = formats.find(path)
+        assert found.probe(path, None, path.name) == LABELS.shape, path.name
+        assert (found.read(path, None, path.name).array == LABELS).all(), path.name
+        if found.open is not None:
+            with found.open(path, path.name) as array:
+                assert array.shape == LABELS.shape and array.ndim == 3 and len(array) == 2
+                assert (array.read() == LABELS).all() and (array[1, 1:3] == LABELS[1, 1:3]).all(), path.name
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+def test_npy_regions_come_from_positioned_reads(tmp_path, fortran):
+    from evaluation.readers import npy
+
+    data = np.arange(5 * 6 * 7, dtype=">i4").reshape(5, 6, 7)
+    np.save(tmp_path / "a.npy", np.asfortranarray(data) if fortran else data)
+    with npy.NpyArray(tmp_path / "a.npy", "a.npy") as array:
+        assert array.dtype == np.dtype(">i4") and array.stored(...)
+        for region in [..., (slice(1, 4),), (2,), (slice(0, 5), 3, slice(2, 6)), (4, 5, 6)]:
+            got = array.read(region)
+            assert np.array_equal(got, data[region]) and got.dtype.isnative, region

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -95,19 +96,19 @@ def test_svg_box_plots_draw_matplotlibs_box_statistics(seed):
     (``cbook.boxplot_stats``, whis=1.5), on samples with outliers and ties."""
     from matplotlib import cbook
 
-    from evaluation import figures
+    from evaluation import charts
 
     rng = np.random.default_rng(seed)
     values = np.concatenate(
         [rng.normal(size=int(rng.integers(1, 40))), rng.choice([0.0, 1.0, 25.0], size=int(rng.integers(0, 4)))]
     )
-    ours = figures.box_statistics(values.tolist())
+    ours = charts.box_statistics(values.tolist())
     (theirs,) = cbook.boxplot_stats(values, whis=1.5)
     assert ours["median"] == pytest.approx(theirs["med"]) and ours["q1"] == pytest.approx(theirs["q1"])
     assert ours["q3"] == pytest.approx(theirs["q3"])
     assert (ours["low"], ours["high"]) == pytest.approx((theirs["whislo"], theirs["whishi"]))
     assert sorted(ours["fliers"]) == pytest.approx(sorted(theirs["fliers"].tolist()))
-    svg = figures.svg_box_plots([("dice <1>", ["a&b", "c"], [values.tolist(), []])], "boxes")
+    svg = charts.row([charts.boxes("dice <1>", ["a&b", "c"], [values.tolist(), [float("nan")]])], "boxes")
     assert svg.count("<rect") == 1 and "a&amp;b" in svg and "dice &lt;1&gt;" in svg
 
 
@@ -128,3 +129,27 @@ def test_infinities_are_listed_apart_from_undefined_values(tmp_path):
     assert restored["case"]["a"]["hd95"] == math.inf and restored["case"]["a"]["dice"] is None
     assert restored["case"]["a"]["sizes"] == [1.0, -math.inf] and "infinities" not in restored
     assert "infinities" not in json.loads(report.json_bytes({"a": math.nan}, listing_infinities=True))
+
+
+def test_violin_densities_are_matplotlibs():
+    """The violins' shape is matplotlib's violinplot density (``mlab.GaussianKDE``, Scott)."""
+    from matplotlib import mlab
+
+    from evaluation import charts
+
+    rng = np.random.default_rng(4)
+    values = rng.normal(size=25)
+    points = np.linspace(values.min(), values.max(), 50)
+    assert charts.density(values, points) == pytest.approx(mlab.GaussianKDE(values, "scott").evaluate(points), rel=1e-12)
+
+
+def test_lines_leave_out_points_with_an_infinite_coordinate():
+    """A point with one coordinate not finite (the FROC's last point: infinitely many false
+    positives) is left out, not drawn at NaN; with ``log_x``, so is x = 0."""
+    from evaluation import charts
+
+    svg = charts.lines("t", [("s", [0.0, 0.1, 1.0, math.inf], [0.0, 0.5, 0.8, 0.9])], "x", "y", log_x=True, step=True)
+    (path,) = re.findall(r'<path d="([^"]*)"', svg)
+    assert "nan" not in svg.lower() and path.count("M") + path.count("L") == 2
+    svg = charts.lines("t", [("s", [0.0, 0.5, math.nan], [0.0, math.inf, 1.0])], "x", "y")
+    assert "nan" not in svg.lower() and "<circle" in svg and svg.count("<circle") == 1

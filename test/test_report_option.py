@@ -1,5 +1,5 @@
 """``report: false`` (an option of every phase): no rendered report (report.html, report.txt,
-PNG plots) is made, whatever the suite; metrics.json, the CSV tables and the reference's own
+SVG plots) is made, whatever the suite; metrics.json, the CSV tables and the reference's own
 result files are the same as with the report."""
 
 import json
@@ -49,10 +49,27 @@ def test_segmentation(case_folders, tmp_path):  # noqa: F811
 
 
 def test_segmentation_preset(tmp_path):
-    """A whole evaluation's preset (BraTS 2025, meningioma radiotherapy: one case, which holds a
-    label no group defines, as the reference's own test case does) too."""
+    """A whole evaluation's preset (BraTS 2025, glioma) too, without the reference test case's
+    upload that holds a label no group defines (missing instead)."""
+    phase = brats_phase(tmp_path, "suite: segmentation\npreset: brats-gli\n")
+    submission = tmp_path / "upload"
+    shutil.copytree(BRATS / "cases" / "pred", submission)
+    (submission / "BraTS-GLI-00007-000.nii.gz").unlink()
+    assert_only_the_rendered_files_go(submission, phase, tmp_path, {"report.html"})
+
+
+def test_a_refused_upload_gets_a_report_only_when_the_organizer_asks(tmp_path):
+    """One case holds a label no group defines, as the reference's own test case does: the upload
+    is refused (exit 2), and renders no report unless ``report: always``; the rest is the same."""
     phase = brats_phase(tmp_path, "suite: segmentation\npreset: brats-menrt\n", "truth1")
-    assert_only_the_rendered_files_go(BRATS / "cases" / "pred1", phase, tmp_path, {"report.html"}, code=2)
+    always = tmp_path / "phase_always"
+    shutil.copytree(phase, always)
+    (always / "phase.yaml").write_text((always / "phase.yaml").read_text() + "\nreport: always\n")
+    default, asked = (run_cli(BRATS / "cases" / "pred1", p, tmp_path / p.name) for p in (phase, always))
+    assert default.code == asked.code == 2, (default.stderr[-1500:], asked.stderr[-1500:])
+    files = {run.output: {p.name for p in run.output.iterdir()} for run in (default, asked)}
+    assert files[asked.output] - files[default.output] == {"report.html"}
+    assert default.metrics["aggregates"] == asked.metrics["aggregates"]
 
 
 @pytest.mark.slow

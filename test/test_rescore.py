@@ -161,7 +161,8 @@ def test_rescore_on_a_cluster_with_a_worker_killed_mid_run(setup, tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_without_recomputing(setup, tmp_path):
-    phase, subs, single = setup
+    phase, shared, single = setup
+    subs = shutil.copytree(shared, tmp_path / "subs")  # replaced below: the module's copy stays as it is
     out = tmp_path / "out"
     process = run_rescore(phase, subs, out, "--workers", "1", wait=False)
     before = {}

@@ -89,6 +89,30 @@ def check_preset(tmp_path: Path, task: str) -> None:
     for missing in reference["missings"]:
         assert statuses[missing.removesuffix(".nii.gz")] == "missing"
     assert {case for case, status in statuses.items() if status == "failed"} == failing
+    assert compare_package_summary(run, reference, task) > 0
+
+
+def compare_package_summary(run, reference: dict, task: str) -> int:
+    """Every value of BraTS_evaluation's summary for each case and group (not only the table's
+    fields) is in metrics.json, under ``case.<case>.summary.<group>``."""
+    compared = 0
+    for entry in reference["metrics"]:
+        case = entry["subject_name"].removesuffix(".nii.gz")
+        if "error" in entry:
+            continue
+        for group, expected in entry.items():
+            if group == "subject_name":
+                continue
+            got = run.metrics["case"][case]["summary"][group]
+            for key, value in expected.items():
+                if key != "reference_instances":
+                    assert same(got[key], value, key), (case, group, key, got[key], value)
+                    compared += 1
+            if task == "mets":  # the ordinary table's lesion-wise columns too
+                assert {k for k in got if k.startswith("seg_lesionwise_")} == {
+                    f"seg_lesionwise_{m}_{s}" for m in ("dsc", "nsd", "hd95") for s in ("mean", "std")
+                }
+    return compared
 
 
 def test_brats_gli_table_through_the_command_line(tmp_path):
@@ -424,3 +448,22 @@ def test_panoptica_configuration_is_read_as_data_only(tmp_path):
 
     with pytest.raises(PhaseError, match="defines its own classes and metrics; remove classes"):
         Options.from_phase(Phase(tmp_path, "segmentation", {"preset": "brats-gli", "classes": [1, 2]}))
+
+
+def test_brats2023_reads_a_negative_truth_label_as_background(tmp_path):
+    """The 2023 code reads each region as its labels' mask, so -1 (some label maps mark
+    unlabelled voxels so) is background: the same values as with 0 there, not a broken phase."""
+    import SimpleITK as sitk
+
+    clean = phase(tmp_path / "clean", "suite: segmentation\npreset: brats2023-gli\nmissing_cases: skip\n")
+    marked = phase(tmp_path / "marked", "suite: segmentation\npreset: brats2023-gli\nmissing_cases: skip\n")
+    for path in sorted((marked / "labels").iterdir()):
+        image = sitk.ReadImage(str(path))
+        array = sitk.GetArrayFromImage(image).astype("int16")
+        array[0][array[0] == 0] = -1  # the first slice's background
+        marked_image = sitk.GetImageFromArray(array)
+        marked_image.CopyInformation(image)
+        sitk.WriteImage(marked_image, str(path))
+    runs = [run_cli(KIT / "cases" / "pred", root, tmp_path / f"out-{root.parent.name}") for root in (clean, marked)]
+    assert [run.code for run in runs] == [0, 0], runs[1].stderr[-1000:]
+    assert runs[0].metrics["case"] == runs[1].metrics["case"]

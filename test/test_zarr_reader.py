@@ -1266,3 +1266,26 @@ def test_chunks_decoded_in_place_read_as_zarr(tmp_path, dtype):
     for region in regions_:
         out = np.empty(np.empty(data.shape)[region].shape, ours.dtype)
         np.testing.assert_array_equal(ours.read(region, out=out), data[region].astype(ours.dtype))
+
+
+def test_every_accepted_codec_is_one_registry_row_and_documented():
+    """A codec is accepted iff it has a row in ``zarr_store.registry``; the participants'
+    guide names exactly those rows, and each row is found under each of its names."""
+    import re
+
+    from evaluation.readers.zarr_store import registry
+    from evaluation.readers.zarr_store.stages import ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES
+
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "participants.md").read_text()
+    bullet = guide[guide.index("- **zarr codecs.**") :].split("\n- ")[0]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", bullet))
+    names = [codec.name for codec in registry.CODECS]
+    assert len(names) == len(set(names)) and set(names) == documented
+    for codec in registry.CODECS:
+        assert codec.stage in (ARRAY_ARRAY, ARRAY_BYTES, BYTES_BYTES)
+        assert (registry.v2_codec(codec.name) is codec) == (codec.v2 is not None)
+        for name in codec.v3:
+            assert registry.v3_codec(name) == (codec, name, True)
+        numcodecs = registry.v3_codec(f"numcodecs.{codec.name}")
+        assert (numcodecs is not None) == (codec.v2 is not None and codec.stage == BYTES_BYTES)
+    assert registry.v2_codec("pickle") is registry.v3_codec("numcodecs.delta") is registry.v3_codec(3) is None

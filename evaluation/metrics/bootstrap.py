@@ -23,4 +23,5 @@ def resampled_means(matrix: np.ndarray, counts: np.ndarray) -> np.ndarray:
     sums = np.zeros((unique.shape[0], counts.shape[0]))
     for case in range(unique.shape[1]):
         sums += np.multiply.outer(unique[:, case], counts[:, case])
-    return (sums / matrix.shape[1])[inverse.ravel()]
+    means: np.ndarray = (sums / matrix.shape[1])[inverse.ravel()]
+    return means

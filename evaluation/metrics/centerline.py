@@ -35,7 +35,8 @@ def overlap_matrix(skeletons: list[np.ndarray], other: SparseLabels) -> np.ndarr
 def cldice(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     """Elementwise float32 ``nan_to_num(2·Pr·R / (Pr + R))``."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nan_to_num(2 * precision * recall / (precision + recall))
+        score: np.ndarray = np.nan_to_num(2 * precision * recall / (precision + recall))
+        return score
 
 
 def greedy_match(loc: np.ndarray, threshold: float) -> tuple[int, np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ Values are mapped to bin indices with a lookup table, in chunks, so the extra me
 few megabytes even for large 3D volumes.
 """
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,7 @@ class ClassIndex:
     """Maps label values to bin indices: declared class i -> i, anything else -> K (other),
     and, for the truth only, ``ignore_index`` -> K + 1 (dropped)."""
 
-    def __init__(self, class_ids, ignore_index: int | None = None):
+    def __init__(self, class_ids: Iterable[int], ignore_index: int | None = None) -> None:
         ids = [int(c) for c in class_ids]
         if len(set(ids)) != len(ids):
             raise ValueError("class ids must be distinct")
@@ -52,7 +53,7 @@ class ClassIndex:
         known = ids + ([self.ignore] if self.ignore is not None else [])
         self.lo, self.hi = min(known), max(known)
 
-    def _table(self, positions_of, size: int, truth: bool) -> np.ndarray:
+    def _table(self, positions_of: Callable[[int], int | None], size: int, truth: bool) -> np.ndarray:
         """A lookup table of ``size`` entries: bin index (times K + 1 for the truth)."""
         scale = self.k + 1 if truth else 1
         table = np.full(size, self.k * scale, dtype=np.intp)
@@ -66,7 +67,7 @@ class ClassIndex:
                 table[position] = (self.k + 1) * scale
         return table
 
-    def lookup(self, dtype: np.dtype, truth: bool):
+    def lookup(self, dtype: np.dtype, truth: bool) -> Callable[[np.ndarray], np.ndarray]:
         """``f(chunk) -> bin indices`` for arrays of ``dtype`` (integer or bool)."""
         dtype = np.dtype(dtype)
         if dtype.kind == "b":
@@ -84,9 +85,10 @@ class ClassIndex:
         offset = self.lo - 1
         table = self._table(lambda v: v - offset, self.hi - self.lo + 3, truth)
 
-        def wide(chunk):
+        def wide(chunk: np.ndarray) -> np.ndarray:
             clipped = np.clip(chunk, low, high)  # in its own dtype: out-of-range values -> the 'other' slots
-            return table[clipped.astype(np.intp) - offset]
+            bins: np.ndarray = table[clipped.astype(np.intp) - offset]
+            return bins
 
         return wide
 
@@ -119,7 +121,7 @@ def class_counts(truth: np.ndarray, pred: np.ndarray, index: ClassIndex) -> Clas
     return ClassCounts(tp=tp, fp=fp, fn=fn, tn=tn)
 
 
-def region_counts(cm: np.ndarray, regions) -> ClassCounts:
+def region_counts(cm: np.ndarray, regions: Sequence[Sequence[int]]) -> ClassCounts:
     """tp, fp, fn, tn of every region (a sequence of class positions in the confusion matrix
     ``cm``, rows truth, columns prediction), as nnU-Net's ``compute_tp_fp_fn_tn`` of the masks
     of ``region_or_label_to_mask``: the union of the region's labels in truth and prediction.
@@ -127,8 +129,8 @@ def region_counts(cm: np.ndarray, regions) -> ClassCounts:
     total = int(cm.sum())
     columns, rows = cm.sum(axis=0), cm.sum(axis=1)
     found = np.zeros((4, len(regions)), np.int64)
-    for j, region in enumerate(regions):
-        region = np.asarray(region, np.intp)
+    for j, positions in enumerate(regions):
+        region = np.asarray(positions, np.intp)
         tp = int(cm[np.ix_(region, region)].sum())
         fp, fn = int(columns[region].sum()) - tp, int(rows[region].sum()) - tp
         found[:, j] = tp, fp, fn, total - tp - fp - fn

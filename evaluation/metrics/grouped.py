@@ -22,7 +22,7 @@ def counting_order(keys: np.ndarray, size: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _counting(keys, start, order):  # pragma: no cover - compiled
+def _counting(keys: np.ndarray, start: np.ndarray, order: np.ndarray) -> None:  # pragma: no cover - compiled
     for k in keys:
         start[k + 1] += 1
     for b in range(1, start.size):
@@ -52,11 +52,11 @@ def percentile_linear(sorted_values: np.ndarray, starts: np.ndarray, counts: np.
     return _lerp(a, b, gamma)
 
 
-def _lerp(a, b, t):
+def _lerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
     """numpy's ``_lerp``: from the nearer end, so that t = 0 and t = 1 give a and b exactly."""
     with np.errstate(invalid="ignore"):
         diff = b - a
-        out = a + diff * t
+        out: np.ndarray = a + diff * t
         high = t >= 0.5
         out[high] = (b - diff * (1 - t))[high]
     return out
@@ -73,5 +73,5 @@ def quantile_float32(sorted_values: np.ndarray, starts: np.ndarray, counts: np.n
         b = values[starts + np.ceil(rank).astype(np.int64)]
         diff = b - a
         small = weight < np.float32(0.5)
-        out = np.where(small, a + weight * diff, b - diff * (np.float32(1) - weight))
+        out: np.ndarray = np.where(small, a + weight * diff, b - diff * (np.float32(1) - weight))
     return out.astype(np.float32)

@@ -18,7 +18,9 @@ DIRECT_IDS = 1 << 24  # larger ids are counted by sorting (metrics.overlap.conti
 
 
 @numba.njit(cache=True, nogil=True)
-def _presence(ref, pred, ref_count, pred_count):  # pragma: no cover - compiled
+def _presence(  # pragma: no cover - compiled
+    ref: np.ndarray, pred: np.ndarray, ref_count: np.ndarray, pred_count: np.ndarray
+) -> int:
     both = 0
     for i in range(ref.size):
         r, p = ref[i], pred[i]
@@ -30,7 +32,9 @@ def _presence(ref, pred, ref_count, pred_count):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _keys(ref, pred, ref_rank, pred_rank, width, keys):  # pragma: no cover - compiled
+def _keys(  # pragma: no cover - compiled
+    ref: np.ndarray, pred: np.ndarray, ref_rank: np.ndarray, pred_rank: np.ndarray, width: int, keys: np.ndarray
+) -> None:
     k = 0
     for i in range(ref.size):
         r, p = ref[i], pred[i]
@@ -39,7 +43,9 @@ def _keys(ref, pred, ref_rank, pred_rank, width, keys):  # pragma: no cover - co
             k += 1
 
 
-def overlaps(ref: np.ndarray, pred: np.ndarray):
+def overlaps(
+    ref: np.ndarray, pred: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ref ids, ref sizes, pred ids, pred sizes, pair ref index, pair pred index, pair
     intersection): ids ascending and non-zero, pairs ascending by (pred, ref)."""
     ref_flat, pred_flat = (a.view(np.uint8).reshape(-1) if a.dtype == bool else a.reshape(-1) for a in (ref, pred))
@@ -74,7 +80,9 @@ def overlaps(ref: np.ndarray, pred: np.ndarray):
     )
 
 
-def _sorted(ref: np.ndarray, pred: np.ndarray):
+def _sorted(
+    ref: np.ndarray, pred: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     table = contingency(ref, pred, where=(ref != 0) | (pred != 0))
     ref_ids, ref_sizes = _sizes(table.a, table.count)
     pred_ids, pred_sizes = _sizes(table.b, table.count)

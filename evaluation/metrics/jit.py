@@ -24,6 +24,8 @@ took, so that a first run never sits silent.
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numba
 
@@ -66,7 +68,10 @@ def disable(exc: Exception) -> None:
     broken = True
 
 
-def run(kernel, fallback, *args):
+Value = TypeVar("Value")
+
+
+def run(kernel: Callable[..., Value], fallback: Callable[..., Value], *args: Any) -> Value:
     """``kernel(*args)``, or ``fallback(*args)`` once the switch is off."""
     if compiled():
         try:

@@ -39,11 +39,11 @@ _compiled = False
 BORDERS = ((0, -1, 0), (0, 1, 0), (0, 0, 1), (0, 0, -1), (1, 0, 0), (-1, 0, 0))  # W, E, S, N, U, B as (dz, dy, dx)
 
 
-def _tables():
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Neighbour offsets (index (dz+1)*9 + (dy+1)*3 + (dx+1), centre 13) and the sharing
     tables for adjacency, faces, edges and corners of the centre voxel."""
     offsets = [(dz, dy, dx) for dz in (-1, 0, 1) for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
-    index = {o: i for i, o in enumerate(offsets)}
+    index: dict[tuple[int, ...], int] = {o: i for i, o in enumerate(offsets)}
     adjacency = np.full((27, 26), -1, np.int64)
     for i, a in enumerate(offsets):
         near = [j for j, b in enumerate(offsets) if j not in (i, 13) and max(abs(x - y) for x, y in zip(a, b)) <= 1]
@@ -73,12 +73,12 @@ OFFSETS, ADJACENCY, FACES, EDGES, CORNERS = _tables()
 # Kernels: plain Python here, replaced by their numba-compiled versions by _compile()
 
 
-def _gather(img, v, steps, out):
+def _gather(img: np.ndarray, v: int, steps: np.ndarray, out: np.ndarray) -> None:
     for k in range(27):
         out[k] = img[v + steps[k]]
 
 
-def _is_simple(nb, adjacency, label, stack):
+def _is_simple(nb: np.ndarray, adjacency: np.ndarray, label: np.ndarray, stack: np.ndarray) -> bool:
     components = 0
     for k in range(27):
         label[k] = 0
@@ -106,7 +106,7 @@ def _is_simple(nb, adjacency, label, stack):
     return True
 
 
-def _is_euler_invariant(nb, faces, edges, corners):
+def _is_euler_invariant(nb: np.ndarray, faces: np.ndarray, edges: np.ndarray, corners: np.ndarray) -> bool:
     change = 1
     for f in range(6):
         if nb[faces[f]] == 0:
@@ -125,7 +125,16 @@ def _is_euler_invariant(nb, faces, edges, corners):
     return change == 0
 
 
-def _thin(img, voxels, steps, borders, adjacency, faces, edges, corners):
+def _thin(
+    img: np.ndarray,
+    voxels: np.ndarray,
+    steps: np.ndarray,
+    borders: np.ndarray,
+    adjacency: np.ndarray,
+    faces: np.ndarray,
+    edges: np.ndarray,
+    corners: np.ndarray,
+) -> np.ndarray:
     alive = voxels.copy()
     count = alive.size
     candidates = np.empty(count, np.int64)

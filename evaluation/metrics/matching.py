@@ -9,7 +9,8 @@ threshold: any overlap can match. Arcs are added in bulk from numpy arrays.
 """
 
 import numpy as np
-from ortools.graph.python import min_cost_flow
+import numpy.typing as npt
+from ortools.graph.python import min_cost_flow  # type: ignore[import-untyped]  # OR-Tools has no type information
 
 
 class MatchingFailed(RuntimeError):
@@ -18,7 +19,8 @@ class MatchingFailed(RuntimeError):
 
 def pair_iou32(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
     """IoU of overlapping pairs, computed in float64 and stored as float32 like the reference."""
-    return (inter / (size_a + size_b - inter)).astype(np.float32)
+    iou: npt.NDArray[np.float32] = (inter / (size_a + size_b - inter)).astype(np.float32)
+    return iou
 
 
 def min_cost_flow_matching(

@@ -7,11 +7,12 @@ foam phantoms and the fuel cells' four region Dice) rank by this mean.
 """
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
 
-def harmonic_mean(scores, defined_only: bool = False) -> float:
+def harmonic_mean(scores: Iterable[float], defined_only: bool = False) -> float:
     """``len / sum(1 / s)`` as the reference computes it: a zero score gives 0, an undefined
     (NaN) one gives NaN. ``defined_only`` (a phase option, not the reference) leaves NaN
     scores out, so a case missing one score still gets a rankable number."""

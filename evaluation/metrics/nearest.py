@@ -26,9 +26,12 @@ over one label map instead of one pass per instance.
 """
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from evaluation.metrics import portable
 from evaluation.metrics.jit import numba
@@ -47,14 +50,15 @@ class Offsets:
     reach: tuple[int, ...]  # largest |step| per axis (the padding the search needs)
 
 
-def offset_length(steps: np.ndarray, spacing) -> np.ndarray:
+def offset_length(steps: np.ndarray, spacing: Sequence[float]) -> np.ndarray:
     """Physical length of integer offsets (n, ndim), in ``distance_transform_edt``'s arithmetic:
     float64 offset times spacing, squared, summed axis by axis, square root."""
     scaled = np.asarray(steps, dtype=np.float64).T.copy()
     for axis, step in enumerate(spacing):
         scaled[axis] *= step
     np.multiply(scaled, scaled, scaled)
-    return np.sqrt(np.add.reduce(scaled, axis=0))
+    length: npt.NDArray[np.float64] = np.sqrt(np.add.reduce(scaled, axis=0))
+    return length
 
 
 @functools.lru_cache(maxsize=32)
@@ -97,10 +101,11 @@ class PointSet:
     def coords(self, which: np.ndarray | None = None) -> np.ndarray:
         """Image coordinates (n, ndim) of the points (or of ``which`` of them)."""
         chosen = self.index if which is None else self.index[which]
-        return np.stack(np.unravel_index(chosen, self.shape), axis=1) - np.asarray(self.reach)
+        coords: np.ndarray = np.stack(np.unravel_index(chosen, self.shape), axis=1) - np.asarray(self.reach)
+        return coords
 
 
-def padded(shape: tuple[int, ...], reach: tuple[int, ...], dtype) -> np.ndarray:
+def padded(shape: tuple[int, ...], reach: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
     return np.zeros(tuple(n + 2 * r for n, r in zip(shape, reach)), dtype)
 
 
@@ -110,7 +115,7 @@ def as_3d(array: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def mapped(lut, default, v):  # pragma: no cover - compiled
+def mapped(lut: np.ndarray, default: int, v: int) -> int:  # pragma: no cover - compiled
     """``v`` through the lookup table: itself for an empty table, ``default`` beyond it."""
     if lut.size == 0:
         return v
@@ -118,7 +123,9 @@ def mapped(lut, default, v):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _differs(labels, lut, default, z, y, x, raw, v):  # pragma: no cover - compiled
+def _differs(  # pragma: no cover - compiled
+    labels: np.ndarray, lut: np.ndarray, default: int, z: int, y: int, x: int, raw: int, v: int
+) -> bool:
     """Whether the element at (z, y, x) has another (relabelled) value than ``v``, the value
     of a neighbour whose own label is ``raw``: equal labels need no lookup."""
     other = labels[z, y, x]
@@ -126,7 +133,9 @@ def _differs(labels, lut, default, z, y, x, raw, v):  # pragma: no cover - compi
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover - compiled
+def _is_edge(  # pragma: no cover - compiled
+    labels: np.ndarray, lut: np.ndarray, default: int, planar: bool, z: int, y: int, x: int, raw: int, v: int
+) -> bool:
     depth, rows, columns = labels.shape
     if (
         y == 0
@@ -148,7 +157,9 @@ def _is_edge(labels, lut, default, planar, z, y, x, raw, v):  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True)
-def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+def _edges(  # pragma: no cover - compiled
+    labels: np.ndarray, lut: np.ndarray, default: int, planar: bool, pz: int, py: int, px: int, grid: np.ndarray
+) -> int:
     """Marks the edges of the relabelled map (``mapped``) on ``grid``; their count."""
     depth, rows, columns = labels.shape
     count = 0
@@ -166,7 +177,7 @@ def _edges(labels, lut, default, planar, pz, py, px, grid):  # pragma: no cover 
 
 
 @numba.njit(cache=True, nogil=True)
-def _marked(grid, index):  # pragma: no cover - compiled
+def _marked(grid: np.ndarray, index: np.ndarray) -> None:  # pragma: no cover - compiled
     """The flat indices of the non-zero elements of ``grid``, in raster order."""
     count = 0
     for i in range(grid.size):
@@ -176,7 +187,9 @@ def _marked(grid, index):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _search_any(grid, bases, steps, length, out):  # pragma: no cover - compiled
+def _search_any(  # pragma: no cover - compiled
+    grid: np.ndarray, bases: np.ndarray, steps: np.ndarray, length: np.ndarray, out: np.ndarray
+) -> None:
     for i in range(bases.size):
         out[i] = -1.0
         for k in range(steps.size):
@@ -186,7 +199,9 @@ def _search_any(grid, bases, steps, length, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _search_label(grid, bases, wanted, steps, length, out):  # pragma: no cover - compiled
+def _search_label(  # pragma: no cover - compiled
+    grid: np.ndarray, bases: np.ndarray, wanted: np.ndarray, steps: np.ndarray, length: np.ndarray, out: np.ndarray
+) -> None:
     for i in range(bases.size):
         out[i] = -1.0
         for k in range(steps.size):
@@ -195,7 +210,7 @@ def _search_label(grid, bases, wanted, steps, length, out):  # pragma: no cover 
                 break
 
 
-def edge_points(labels: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
+def edge_points(labels: np.ndarray, spacing: Sequence[float], relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
     """The boundary of every label at once: non-zero elements with a face neighbour of another
     value or on the array's edge, i.e. each label's mask minus its erosion by the cross-shaped
     element, outside the array counting as background (``scipy.ndimage.binary_erosion`` with
@@ -207,9 +222,8 @@ def edge_points(labels: np.ndarray, spacing, relabel: np.ndarray | None = None, 
     values = labels.view(np.uint8) if labels.dtype == bool else labels
     lut = np.zeros(0, values.dtype) if relabel is None else relabel
     grid = padded(labels.shape, reach, lut.dtype)
-    count = _edges(
-        as_3d(values), lut, lut.dtype.type(default), labels.ndim == 2, *((0,) * (3 - labels.ndim) + reach), as_3d(grid)
-    )
+    pz, py, px = (0,) * (3 - labels.ndim) + reach
+    count = _edges(as_3d(values), lut, lut.dtype.type(default), labels.ndim == 2, pz, py, px, as_3d(grid))
     return marked(grid, count, reach)
 
 
@@ -223,10 +237,12 @@ def marked(grid: np.ndarray, count: int, reach: tuple[int, ...]) -> PointSet:
 def boundary(labels: np.ndarray) -> np.ndarray:
     """The boundary elements (``edge_points``) as a boolean array of ``labels``'s shape."""
     points = edge_points(labels, (1.0,) * labels.ndim)
-    return points.grid[tuple(slice(r, r + n) for r, n in zip(points.reach, labels.shape))] != 0
+    assert points.grid is not None  # edge_points returns its grid
+    edges: np.ndarray = points.grid[tuple(slice(r, r + n) for r, n in zip(points.reach, labels.shape))] != 0
+    return edges
 
 
-def distance_rank(values: np.ndarray, spacing) -> np.ndarray:
+def distance_rank(values: np.ndarray, spacing: Sequence[float]) -> np.ndarray:
     """The dense rank of each distance among the distinct values (equal values, equal rank),
     for sorting by distance in linear time: a distance found within the search radius is one
     of the offset lengths; the rest rank after all of them."""
@@ -244,10 +260,13 @@ def distance_rank(values: np.ndarray, spacing) -> np.ndarray:
 LARGE_GRID = 1 << 23
 
 
-def both_ways(build_a, build_b, spacing, labelled: bool = False):
+def both_ways(
+    build_a: Callable[[], PointSet], build_b: Callable[[], PointSet], spacing: Sequence[float], labelled: bool = False
+) -> tuple[PointSet, PointSet, np.ndarray, np.ndarray]:
     """(a, b, distances a -> b, distances b -> a) of two point sets made by ``build_a`` and
     ``build_b``; for large grids with only one grid alive at a time (a's is built twice)."""
     a = build_a()
+    assert a.grid is not None  # a new point set has its grid
     large = a.grid.size >= LARGE_GRID
     if large:
         a = a.released()
@@ -259,7 +278,7 @@ def both_ways(build_a, build_b, spacing, labelled: bool = False):
     return a.released(), b.released(), to_b, to_a
 
 
-def distances(source: PointSet, target: PointSet, spacing, labelled: bool = False) -> np.ndarray:
+def distances(source: PointSet, target: PointSet, spacing: Sequence[float], labelled: bool = False) -> np.ndarray:
     """Distance from each source point to the nearest target point (of the same label when
     ``labelled``); ``inf`` when there is none. Both sets must be on grids of the same shape."""
     spacing = tuple(float(s) for s in spacing)
@@ -270,6 +289,7 @@ def distances(source: PointSet, target: PointSet, spacing, labelled: bool = Fals
         out[:] = np.inf
         return out
     table = offsets(spacing)
+    assert target.grid is not None  # only a source may be released
     strides = np.array([s // target.grid.itemsize for s in target.grid.strides], np.int64)
     steps = table.steps @ strides
     flat = target.grid.reshape(-1)
@@ -283,7 +303,7 @@ def distances(source: PointSet, target: PointSet, spacing, labelled: bool = Fals
     return out
 
 
-def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacing) -> np.ndarray:
+def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacing: Sequence[float]) -> np.ndarray:
     """The KD-tree answer for points beyond the search radius. Labels become an extra
     coordinate so far apart (more than any distance in the grid) that the nearest point always
     carries the source's label when one exists; only the target points of those labels take
@@ -296,13 +316,15 @@ def _far(source: np.ndarray, labels: np.ndarray | None, target: PointSet, spacin
     tree = _tree(_embedded(target, chosen, spacing, point_labels, separation))
     query = np.column_stack([source * np.asarray(spacing)] + ([] if labels is None else [labels.astype(np.float64) * separation]))
     index = tree.query(query)[1]
-    found = np.ones(len(source), bool) if labels is None else point_labels[index] == labels
+    found = np.ones(len(source), bool) if point_labels is None else point_labels[index] == labels
     out = np.full(len(source), np.inf)
     out[found] = offset_length(target.coords(index[found] if chosen is None else chosen[index[found]]) - source[found], spacing)
     return out
 
 
-def _embedded(target: PointSet, chosen, spacing, labels, separation) -> np.ndarray:
+def _embedded(
+    target: PointSet, chosen: np.ndarray | None, spacing: Sequence[float], labels: np.ndarray | None, separation: float
+) -> np.ndarray:
     """The target points (or the ``chosen`` ones) in physical coordinates, plus the label
     coordinate: one float64 array, filled axis by axis."""
     index = target.index if chosen is None else target.index[chosen]
@@ -317,10 +339,10 @@ def _embedded(target: PointSet, chosen, spacing, labels, separation) -> np.ndarr
     return out
 
 
-def _tree(points: np.ndarray):
+def _tree(points: np.ndarray) -> Any:
     """A ``cKDTree`` built unbalanced (sliding midpoint): twice as fast to build for surface
     point clouds, and the queries are exact either way; it keeps a view of ``points`` instead
     of a copy. Imported on first use (a heavy import most masks never need)."""
-    from scipy.spatial import cKDTree
+    from scipy.spatial import cKDTree  # type: ignore[import-untyped]  # scipy has no type information
 
     return cKDTree(points, leafsize=32, balanced_tree=False, compact_nodes=False, copy_data=False)

@@ -34,7 +34,7 @@ def skeleton_voxels(voxels: np.ndarray, shape: tuple[int, int, int]) -> np.ndarr
     low, high = coords.min(axis=1), coords.max(axis=1) + 1
     box_shape = tuple(int(h - l) + 2 for l, h in zip(low, high))  # one voxel of margin each side
     mask = np.zeros(box_shape, dtype=np.uint8)
-    local = tuple(coords - low[:, None] + 1)
+    local: tuple[np.ndarray, ...] | np.ndarray = tuple(coords - low[:, None] + 1)
     del coords
     mask[local] = 1
     if lee_thinning.available() and voxels.size < _SPARSE_SHARE * mask.size:

@@ -10,9 +10,11 @@ queried, not to the volume. Files are read into this form without ever being den
 ``evaluation.readers.label_stacks``.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass
@@ -28,10 +30,12 @@ class SparseLabels:
     ids: np.ndarray
     count: int
     channel: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
-    _voxels: list | None = field(default=None, repr=False)
+    _voxels: list[np.ndarray] | None = field(default=None, repr=False)
 
     @classmethod
-    def from_pairs(cls, shape, index: np.ndarray, ids: np.ndarray, count: int, channel=None) -> "SparseLabels":
+    def from_pairs(
+        cls, shape: Iterable[int], index: np.ndarray, ids: np.ndarray, count: int, channel: npt.ArrayLike | None = None
+    ) -> "SparseLabels":
         """From unordered (voxel, id) pairs; each pair must occur once."""
         index = np.asarray(index, np.int64)
         ids = np.asarray(ids, np.int64)
@@ -85,7 +89,7 @@ class SparseLabels:
         query = np.asarray(query, np.int64)
         return np.searchsorted(self.index, query, side="right") > np.searchsorted(self.index, query, side="left")
 
-    def subset(self, labels) -> "SparseLabels":
+    def subset(self, labels: Iterable[int]) -> "SparseLabels":
         """The instances ``labels`` (in that order, repeats allowed) relabelled 1..k."""
         parts_index, parts_ids = [], []
         for new, label in enumerate(labels, start=1):

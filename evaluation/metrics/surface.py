@@ -27,8 +27,9 @@ has them, so means are summed in the same order and agree to the last bit; each 
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage
-from scipy.spatial import cKDTree
+import numpy.typing as npt
+from scipy import ndimage  # type: ignore[import-untyped]  # scipy has no type information
+from scipy.spatial import cKDTree  # type: ignore[import-untyped]  # scipy has no type information
 
 
 def boundary(mask: np.ndarray) -> np.ndarray:
@@ -38,9 +39,9 @@ def boundary(mask: np.ndarray) -> np.ndarray:
     above and below and make every pixel a boundary pixel (the depth-1 quirk of later
     MONAI-based versions of the tool, commits dd924df to 73d7bf2 of its ``core/evaluation.py``)."""
     mask = mask.astype(bool, copy=False)
-    squeezed = mask.reshape([n for n in mask.shape if n != 1] or [1])
+    squeezed: npt.NDArray[np.bool_] = mask.reshape([n for n in mask.shape if n != 1] or [1])
     structure = ndimage.generate_binary_structure(squeezed.ndim, 1)
-    eroded = ndimage.binary_erosion(squeezed, structure, border_value=0)
+    eroded: npt.NDArray[np.bool_] = ndimage.binary_erosion(squeezed, structure, border_value=0)
     return (squeezed & ~eroded).reshape(mask.shape)
 
 
@@ -88,6 +89,7 @@ def directed(source: PointSet, target: PointSet) -> np.ndarray:
     out = np.zeros(inside.size, dtype=np.float64)
     outside = ~inside
     if outside.any():
+        assert target.tree is not None  # the sets are not empty (``distances``)
         out[outside] = target.tree.query(np.argwhere(source.points & ~target.points))[0]
     return out
 

@@ -18,15 +18,19 @@ the spacings of the two other axes. The tests check the areas against the confor
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from evaluation.metrics import portable
-from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, numba, offsets, padded
+from evaluation.metrics.jit import numba
+from evaluation.metrics.nearest import PointSet, as_3d, mapped, marked, offsets, padded
 
 
 @numba.njit(cache=True, nogil=True)
-def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - compiled
+def _codes(  # pragma: no cover - compiled
+    mask: np.ndarray, lut: np.ndarray, default: int, planar: bool, pz: int, py: int, px: int, grid: np.ndarray
+) -> None:
     """Every foreground voxel (non-zero through ``mapped``) sets its bit in the codes of
     its 4 (8) corners, on the padded corner grid."""
     depth, rows, columns = mask.shape
@@ -46,7 +50,7 @@ def _codes(mask, lut, default, planar, pz, py, px, grid):  # pragma: no cover - 
 
 
 @numba.njit(cache=True, nogil=True)
-def _keep_surfels(grid, full):  # pragma: no cover - compiled
+def _keep_surfels(grid: np.ndarray, full: int) -> int:  # pragma: no cover - compiled
     """Clears the full codes (inside the mask): what remains non-zero are the surfels,
     neither empty nor full; returns their count."""
     count = 0
@@ -58,7 +62,7 @@ def _keep_surfels(grid, full):  # pragma: no cover - compiled
     return count
 
 
-def corner_points(mask: np.ndarray, spacing, relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
+def corner_points(mask: np.ndarray, spacing: Sequence[float], relabel: np.ndarray | None = None, default: int = 0) -> PointSet:
     """The surfels of ``mask`` (or of the labels ``relabel`` maps to non-zero, as in
     ``nearest.edge_points``) as points on its corner grid (one more than the mask on every
     axis, padded for the search), each marked with its neighbourhood code (surface_distance's
@@ -67,7 +71,8 @@ def corner_points(mask: np.ndarray, spacing, relabel: np.ndarray | None = None, 
     grid = padded(tuple(n + 1 for n in mask.shape), reach, np.uint8)
     values = mask.view(np.uint8) if mask.dtype == bool else mask
     lut = np.zeros(0, values.dtype) if relabel is None else relabel
-    _codes(as_3d(values), lut, lut.dtype.type(default), mask.ndim == 2, *((0,) * (3 - mask.ndim) + reach), as_3d(grid))
+    pz, py, px = (0,) * (3 - mask.ndim) + reach
+    _codes(as_3d(values), lut, lut.dtype.type(default), mask.ndim == 2, pz, py, px, as_3d(grid))
     return marked(grid, _keep_surfels(grid.reshape(-1), (1 << (1 << mask.ndim)) - 1), reach)
 
 

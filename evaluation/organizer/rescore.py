@@ -37,13 +37,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation import __version__, grading, log, machine, numba_cache, provenance, public, report, sealed, suites
+from evaluation import __version__, grading, log, numba_cache, provenance, public, report, sealed, suites
 from evaluation import phase as phases
 from evaluation import progress as progresses
 from evaluation.archive import TAR_SUFFIXES, ZIP_SUFFIXES, extract, is_archive
 from evaluation.contract import Outcome, Payload, Plan, Resources, Suite, failure
 from evaluation.errors import PhaseError, SubmissionError, participant_file
-from evaluation.organizer import leaderboard
+from evaluation.organizer import cluster, leaderboard
 from evaluation.organizer.leaderboard import LEADERBOARD, ranked  # noqa: F401 - the leaderboard's names, as before
 from evaluation.platforms.base import Platform, archive_limits
 from evaluation.submission import Submission
@@ -328,29 +328,6 @@ def load_finished(entry: Entry, phase_fp: str) -> bool:
 # The run
 
 
-# Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536 in their workers. Setting it switches off
-# glibc's dynamic mmap threshold, so every array above 128 KiB is mapped afresh and faulted in
-# page by page: scoring ran 1.7x slower (bench/rescore_scaling.py). None unsets it.
-WORKER_CONFIG = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
-
-
-def connect(scheduler: str | None, workers: int | None):
-    """A Dask client: to the given scheduler, or to a new LocalCluster of single-threaded
-    worker processes. Returns (client, cluster or None)."""
-    try:
-        import dask
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise PhaseError("rescore needs Dask distributed: pip install 'evaluation[ops]'") from None
-    if scheduler:
-        return Client(scheduler), None
-    with dask.config.set(WORKER_CONFIG):
-        cluster = LocalCluster(
-            n_workers=workers or machine.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None
-        )
-    return Client(cluster), cluster
-
-
 def _plan(entry: Entry, suite: Suite, phase, resources: Resources, state: Path, phase_fp: str) -> None:
     try:
         submission, entry.given_inputs = grading.take_in(Upload(entry, phase.root, state), phase, state, resources)
@@ -379,7 +356,7 @@ def _prune_units(entry: Entry, suite: Suite, phase_fp: str) -> None:
             path.unlink(missing_ok=True)
 
 
-def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: str, priority: int) -> dict:
+def _submit(dask: cluster.Dask, entry: Entry, suite: Suite, state: Path, phase_fp: str, priority: int) -> dict:
     """Futures of the entry's units that are not on disk yet; the others become outcomes."""
     futures = {}
     for task in entry.plan.tasks:
@@ -394,70 +371,6 @@ def _submit(dask: "_Dask", entry: Entry, suite: Suite, state: Path, phase_fp: st
         )
         futures[future] = (entry, task.key)
     return futures
-
-
-class _Watch:
-    """The run's view of its cluster while units are out: progress at a terminal (units done,
-    time left), a worker that goes away (in the log: on an external cluster it is otherwise
-    invisible), and no worker at all for ``timeout`` seconds (the run gives up, keeping what is
-    done, instead of waiting forever)."""
-
-    def __init__(self, progress, timeout: float):
-        self.progress, self.timeout = progress, timeout
-        self.total = self.done = self.lost = 0
-        self.workers: set[str] = set()
-        self.alone_since: float | None = None
-        self.gave_up = False
-
-    def finished(self, dask: "_Dask", futures: list) -> list:
-        """The futures that finished within the next poll (none when the run gave up)."""
-        from dask.distributed import wait
-
-        try:
-            done, _ = wait(futures, timeout=_POLL_S, return_when="FIRST_COMPLETED")
-        except TimeoutError:  # distributed's wait raises when nothing finished in time
-            done = set()
-        self.done += len(done)
-        self.progress.update(self.done, self.total)
-        self._look_at(dask)
-        return list(done)
-
-    def _look_at(self, dask: "_Dask") -> None:
-        now = set(dask.client.scheduler_info().get("workers", {}))
-        for address in sorted(self.workers - now):
-            self.lost += 1
-            _log.warning("worker_lost", worker=address, left=len(now))
-        self.workers = now
-        if now:
-            self.alone_since = None
-            return
-        self.alone_since = self.alone_since or time.monotonic()
-        waited = time.monotonic() - self.alone_since
-        _log.warning("no_worker", waited_s=round(waited), gives_up_after_s=self.timeout)
-        self.gave_up = waited >= self.timeout
-
-    def close(self) -> None:
-        self.progress.close()
-
-
-class _Dask:
-    """The cluster, connected on first use: a run that finds everything on disk starts none."""
-
-    def __init__(self, scheduler: str | None, workers: int | None):
-        self.scheduler, self.workers = scheduler, workers
-        self._client = self._cluster = None
-
-    @property
-    def client(self):
-        if self._client is None:
-            self._client, self._cluster = connect(self.scheduler, self.workers)
-        return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
 
 
 def _collect(future, entry: Entry, key: str) -> None:
@@ -476,11 +389,6 @@ def _collect(future, entry: Entry, key: str) -> None:
     future.release()
 
 
-# With no Dask worker left for this long, the run gives up (the units done are kept for the next).
-WORKER_TIMEOUT_S = 300.0
-_POLL_S = 5.0
-
-
 def rescore(
     phase_folder: Path,
     submissions: Path,
@@ -488,7 +396,7 @@ def rescore(
     scheduler: str | None = None,
     workers: int | None = None,
     overrides: dict | None = None,
-    worker_timeout: float = WORKER_TIMEOUT_S,
+    worker_timeout: float = cluster.WORKER_TIMEOUT_S,
 ) -> dict:
     """Score every submission in ``submissions``; returns the run's summary. ``overrides``
     replaces phase options (``sensitivity`` re-scores under other definitions); they are part
@@ -510,8 +418,8 @@ def rescore(
     todo = [e for e in entries if not load_finished(e, phase_fp)]
     _log.info("rescore", suite=suite.name, submissions=len(entries), finished_before=len(entries) - len(todo))
     resources = Resources.detect(workers)  # planned as for a run with as many workers as the cluster's default
-    dask = _Dask(scheduler, workers)
-    watch = _Watch(progresses.at_terminal("rescoring"), worker_timeout)
+    dask = cluster.Dask(scheduler, workers)
+    watch = cluster.Watch(progresses.at_terminal("rescoring"), worker_timeout)
     try:
         futures = {}
         for index, entry in enumerate(todo):

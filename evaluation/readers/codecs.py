@@ -29,6 +29,7 @@ import lzma
 import struct
 import zlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -36,13 +37,15 @@ from evaluation.errors import Unusable
 from evaluation.readers import limits
 
 ZLIB, GZIP, DEFLATE, BZ2, XZ = "zlib", "gzip", "deflate", "bz2", "xz"
+BytesLike = bytes | bytearray | memoryview | np.ndarray  # what the decoders take
+Read = Callable[[int], bytes | memoryview]  # ``read(n)``: at most n bytes, empty at the end
 STREAM_CODECS = (ZLIB, GZIP, DEFLATE, BZ2, XZ)
 
 # what a malformed stream makes the standard decoders raise
 _STREAM_ERRORS = (zlib.error, OSError, EOFError, ValueError, lzma.LZMAError)
 
 
-def _new_decoder(codec: str, lzma_format: int):
+def _new_decoder(codec: str, lzma_format: int) -> Any:  # zlib's, bz2's or lzma's decompressor object
     if codec == ZLIB:
         return zlib.decompressobj(15)
     if codec == GZIP:
@@ -58,7 +61,7 @@ def _new_decoder(codec: str, lzma_format: int):
 
 def stream(
     codec: str,
-    read: Callable[[int], bytes],
+    read: Read,
     limit: int,
     members: int = 1,
     padding: bool = False,
@@ -72,7 +75,7 @@ def stream(
     skipped (gzip files may be padded so). Raises ``Unusable``."""
     step = limits.DECODE_STEP
     produced = count = 0
-    pending = b""
+    pending: bytes | memoryview = b""
     while True:
         if not pending:
             pending = read(step)
@@ -119,7 +122,7 @@ def stream(
                     raise Unusable("its compressed stream is truncated")
 
 
-def prefix(codec: str, read: Callable[[int], bytes], count: int) -> bytes:
+def prefix(codec: str, read: Read, count: int) -> bytes:
     """The first ``count`` decoded bytes (fewer if the data ends first) of the compressed data
     that ``read(n)`` supplies: a header read without decoding the rest."""
     out = b""
@@ -130,7 +133,7 @@ def prefix(codec: str, read: Callable[[int], bytes], count: int) -> bytes:
     return out[:count]
 
 
-def _skip_zeros(pending, read, step: int) -> bytes:
+def _skip_zeros(pending: bytes | memoryview, read: Read, step: int) -> bytes:
     while len(pending):
         rest = bytes(pending).lstrip(b"\x00")
         if rest:
@@ -147,9 +150,9 @@ def _stream_problem(codec: str, exc: BaseException) -> str:
     return f"its {codec} stream is invalid ({type(exc).__name__}{': ' + detail if detail else ''})"
 
 
-def _reader(data) -> Callable[[int], memoryview]:
+def _reader(data: BytesLike) -> Callable[[int], memoryview]:
     """``read(n)`` over a bytes-like object, handing out views (no copies)."""
-    view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(np.ascontiguousarray(data)).cast("B")
+    view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else np.ascontiguousarray(data).data.cast("B")
     position = 0
 
     def read(n: int) -> memoryview:
@@ -163,7 +166,7 @@ def _reader(data) -> Callable[[int], memoryview]:
 
 def decode(
     codec: str,
-    data,
+    data: BytesLike,
     limit: int,
     exact: bool = False,
     members: int = 1,
@@ -190,13 +193,13 @@ def _check_stated(stated: int, limit: int, exact: bool, where: str) -> None:
         raise Unusable(f"its {where} header states {stated} decoded bytes, less data than its chunk holds ({limit} bytes)")
 
 
-def as_u1(data) -> np.ndarray:
+def as_u1(data: BytesLike) -> np.ndarray:
     """``data`` (bytes-like or an array) as a flat contiguous uint8 array, without a copy where it can."""
     array = np.asarray(data) if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-def _numcodecs(decode_into, data: np.ndarray, out: np.ndarray, name: str) -> np.ndarray:
+def _numcodecs(decode_into: Callable[..., object], data: np.ndarray, out: np.ndarray, name: str) -> np.ndarray:
     try:
         decode_into(data, out=out)
     except MemoryError:
@@ -214,12 +217,12 @@ def _target(into: np.ndarray | None, stated: int) -> np.ndarray:
     return into if into is not None and into.nbytes == stated else np.empty(stated, dtype=np.uint8)
 
 
-def blosc(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
+def blosc(buffer: BytesLike, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """A blosc frame: its header's decoded and compressed sizes checked first (the frame must
     be the whole chunk: nothing after it). ``into``: see ``_target``."""
-    import numcodecs
+    import numcodecs  # type: ignore[import-untyped]
 
-    data = as_u1(data)
+    data = as_u1(buffer)
     if data.nbytes < 16:
         raise Unusable("it is too short for a blosc header")
     nbytes, _, cbytes = struct.unpack("<III", data[4:16].tobytes())
@@ -229,11 +232,11 @@ def blosc(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.n
     return _numcodecs(numcodecs.Blosc().decode, data, _target(into, nbytes), "blosc")
 
 
-def lz4(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
+def lz4(buffer: BytesLike, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """numcodecs' LZ4 frame: a 4-byte little-endian decoded size, then one LZ4 block."""
     import numcodecs
 
-    data = as_u1(data)
+    data = as_u1(buffer)
     if data.nbytes < 4:
         raise Unusable("it is too short for an lz4 header")
     stated = struct.unpack("<i", data[:4].tobytes())[0]
@@ -243,12 +246,12 @@ def lz4(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.nda
     return _numcodecs(numcodecs.LZ4().decode, data, _target(into, stated), "lz4")
 
 
-def zstd(data, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
+def zstd(buffer: BytesLike, limit: int, exact: bool, into: np.ndarray | None = None) -> np.ndarray:
     """One zstd frame; its stated content size checked first (a streamed frame without one
     must fill the chunk exactly)."""
     import numcodecs
 
-    data = as_u1(data)
+    data = as_u1(buffer)
     stated = _zstd_content_size(data)
     if stated is None:
         if not exact:
@@ -299,7 +302,9 @@ def packbits(data: bytes, limit: int) -> bytes:
 
 def _packbits_python(source: np.ndarray, out: np.ndarray) -> int:
     """The loop of ``_packbits_kernel`` in Python (numba compiles the same function)."""
-    i, n, written, capacity = 0, source.shape[0], 0, out.shape[0]
+    i, written = 0, 0
+    n: int = source.shape[0]
+    capacity: int = out.shape[0]
     while i < n:
         header = int(source[i])
         i += 1
@@ -323,7 +328,7 @@ def _packbits_python(source: np.ndarray, out: np.ndarray) -> int:
 
 
 @functools.cache
-def _packbits_kernel():
+def _packbits_kernel() -> Callable[[np.ndarray, np.ndarray], int]:
     """``_packbits_python`` compiled (on first use: PackBits is rare, numba's import is not free)."""
     from evaluation.metrics.jit import numba
 

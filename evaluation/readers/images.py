@@ -1,8 +1,10 @@
 """Volumes and images from files, with their geometry, never trusting the file.
 
 Supported: MetaImage ``.mha``, NIfTI ``.nii``/``.nii.gz``, NRRD ``.nrrd``, PNG (SimpleITK);
-TIFF ``.tif``/``.tiff`` (``readers.tiff``); NumPy ``.npy`` (never unpickled); HDF5 ``.h5``/
-``.hdf5``/``.hdf`` (``readers.hdf5``, one dataset); zarr folders (see ``zarr_store``).
+TIFF ``.tif``/``.tiff`` (``readers.tiff``); NumPy ``.npy`` (never unpickled: ``readers.npy``);
+HDF5 ``.h5``/``.hdf5``/``.hdf`` (``readers.hdf5``, one dataset); zarr folders (see
+``zarr_store``). Which reader reads a file is decided by its suffix, once, in the registry
+``readers.formats``.
 
 Geometry is reported in array axis order (z, y, x): SimpleITK's (x, y, z) spacing, origin and
 direction are reversed. Formats without geometry report ``None``, which geometry checks treat
@@ -17,35 +19,16 @@ refused, as are pickled NumPy arrays. HDF5 and TIFF are read by ``readers.hdf5``
 ``readers.tiff``, which bound every size before decoding.
 """
 
-import tokenize
 from pathlib import Path
 
 import numpy as np
 
 from evaluation.errors import Unusable
-from evaluation.readers import untrusted
-from evaluation.readers.volume import Volume, reason
+from evaluation.readers import formats
+from evaluation.readers.formats import SUFFIXES, stem, suffix
+from evaluation.readers.volume import Volume
 
-SITK_SUFFIXES = (".mha", ".nii", ".nii.gz", ".nrrd", ".png")
-TIFF_SUFFIXES = (".tif", ".tiff")
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
-NUMPY_SUFFIXES = (".npy",)
-ZARR_SUFFIXES = (".zarr",)
-SUFFIXES = SITK_SUFFIXES + TIFF_SUFFIXES + HDF5_SUFFIXES + NUMPY_SUFFIXES + ZARR_SUFFIXES
-
-
-def suffix(path: Path) -> str:
-    """The format suffix, with double suffixes such as '.nii.gz' kept whole."""
-    name = path.name.lower()
-    for known in sorted(SUFFIXES, key=len, reverse=True):
-        if name.endswith(known):
-            return known
-    return path.suffix.lower()
-
-
-def stem(path: Path) -> str:
-    """The file name without its format suffix ('case_01.nii.gz' -> 'case_01')."""
-    return path.name[: len(path.name) - len(suffix(path))] if suffix(path) in SUFFIXES else path.stem
+__all__ = ["SUFFIXES", "Volume", "check_geometry", "probe_shape", "read", "stem", "suffix", "voxel_count"]
 
 
 def read(path: Path, key: str | None = None, display: str | None = None, max_voxels: int | None = None) -> Volume:
@@ -54,35 +37,12 @@ def read(path: Path, key: str | None = None, display: str | None = None, max_vox
     shape is read from the header first and a larger array is refused before it is loaded.
     Problems raise ``errors.Unusable``."""
     display = display or path.name
-    kind = suffix(path)
+    found = formats.of(path, display)
     if max_voxels is not None:
-        shape = probe_shape(path, key, display)
+        shape = found.probe(path, key, display)
         if int(np.prod(shape, dtype=np.float64)) > max_voxels:
             raise Unusable(f"{display}: has shape {tuple(shape)}, more voxels than the {max_voxels} of the image it predicts")
-    return _load(path, kind, key, display)
-
-
-def _load(path: Path, kind: str, key: str | None, display: str) -> Volume:
-    from evaluation.readers import hdf5, itk_formats, tiff
-
-    if kind in SITK_SUFFIXES:  # checked, ImageIO forced by suffix, size known before decoding
-        return itk_formats.read(path, display)
-    if kind in TIFF_SUFFIXES:  # the first image series, no other file opened
-        return Volume(tiff.read(path, display))
-    if kind in NUMPY_SUFFIXES:
-        return Volume(_numpy(lambda: _npy(path, display), display))
-    if kind in HDF5_SUFFIXES:  # hard links only, bounded decoding
-        array, attrs = hdf5.read(path, key, display)
-        return Volume(array, attrs=attrs)
-    if kind in ZARR_SUFFIXES:
-        array = open_zarr(path, key, display)
-        return Volume(array[...], attrs=array.attrs)
-    raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
-
-
-def _npy(path: Path, display: str) -> np.ndarray:
-    with untrusted.open_regular(path, display) as f:
-        return np.load(f, allow_pickle=False)
+    return found.read(path, key, display)
 
 
 def voxel_count(path: Path, display: str | None = None, key: str | None = None) -> int:
@@ -92,63 +52,9 @@ def voxel_count(path: Path, display: str | None = None, key: str | None = None) 
 
 def probe_shape(path: Path, key: str | None = None, display: str | None = None) -> tuple[int, ...]:
     """The array shape from the file's header alone, in array axis order: the one place that
-    learns a file's size without decoding it."""
-    from evaluation.readers import hdf5, itk_formats, tiff
-
+    learns a file's size without decoding it (each format's ``probe``)."""
     display = display or path.name
-    kind = suffix(path)
-    if kind in SITK_SUFFIXES:
-        return itk_formats.info(path, display).shape
-    if kind in TIFF_SUFFIXES:
-        return tiff.probe(path, display)[0]
-    if kind in NUMPY_SUFFIXES:
-        return _numpy(lambda: _npy_shape(path, display), display)
-    if kind in HDF5_SUFFIXES:
-        return hdf5.probe(path, key, display)[0]
-    if kind in ZARR_SUFFIXES:
-        return tuple(open_zarr(path, key, display).shape)
-    raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
-
-
-def _npy_shape(path: Path, display: str) -> tuple[int, ...]:
-    with untrusted.open_regular(path, display) as f:
-        version = np.lib.format.read_magic(f)
-        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, _ = header(f)
-    return tuple(shape)
-
-
-# what numpy raises for a .npy file it cannot read: a malformed or truncated header or body
-# (a header in the legacy format goes through ``tokenize`` and ``ast``, which raise their own)
-NUMPY_ERRORS = (ValueError, EOFError, OSError, SyntaxError, tokenize.TokenError)
-
-
-def _numpy(action, display: str):
-    """Run a read of a .npy file; numpy's refusals become ``Unusable`` naming it (running out
-    of memory too), anything else is a bug and propagates."""
-    try:
-        return action()
-    except MemoryError:
-        raise Unusable(f"{display}: is too large to read in the memory available") from None
-    except NUMPY_ERRORS as exc:
-        if "pickle" in str(exc).lower():
-            raise Unusable(
-                f"{display}: holds pickled Python objects, which are never loaded; save a plain numeric array"
-            ) from None
-        raise Unusable(f"{display}: cannot be read as .npy ({reason(exc)}); the file may be truncated or corrupt") from None
-
-
-def open_zarr(path: Path, key: str | None, display: str):
-    """The zarr array ``key`` of ``path``, else the group's only array."""
-    from evaluation.readers import zarr_store
-
-    target = path / key if key else path
-    if zarr_store.node_kind(target) != zarr_store.ARRAY:
-        arrays = zarr_store.array_names(target)
-        if len(arrays) != 1:
-            raise Unusable(f"{display}: expected one array in the zarr, found {len(arrays)}")
-        target = target / arrays[0]
-    return zarr_store.open_array(target, display)
+    return formats.of(path, display).probe(path, key, display)
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,10 +75,10 @@ def check_geometry(prediction: Volume, truth: Volume, display: str, tolerance: f
         ("origin", prediction.origin, truth.origin),
         ("direction", prediction.direction, truth.direction),
     )
-    for name, got, expected in checks:
-        if got is None or expected is None:
+    for name, got_values, expected_values in checks:
+        if got_values is None or expected_values is None:
             continue
-        got, expected = np.asarray(got, float), np.asarray(expected, float)
+        got, expected = np.asarray(got_values, float), np.asarray(expected_values, float)
         scale = np.abs(np.asarray(truth.spacing, float)).max() if name == "origin" and truth.spacing else 1.0
         if got.shape != expected.shape or not np.allclose(got, expected, rtol=tolerance, atol=tolerance * scale):
             raise Unusable(

@@ -12,17 +12,19 @@ What the ids mean (relabelling, overlaps between channels) is not decided here; 
 hold the result as :class:`evaluation.metrics.sparse_labels.SparseLabels`.
 """
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from evaluation.errors import Unusable
-from evaluation.readers import images, zarr_store
+from evaluation.readers import formats
 from evaluation.readers.regions import RegionArray
 
-SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")
+SUFFIXES = (".hdf", ".h5", ".hdf5", ".zarr", ".tif", ".tiff")  # formats that hold instance stacks (region reads)
 SLAB_BYTES = 32 << 20  # bytes of one slab read from a channel group
 
 
@@ -37,7 +39,7 @@ class Channel:
 class LabelArray:
     """A label array in a file with its size-1 axes dropped (``np.squeeze``), read by region."""
 
-    def __init__(self, array: RegionArray, display: str, attrs: dict | None = None):
+    def __init__(self, array: RegionArray, display: str, attrs: dict[str, Any] | None = None):
         self.array, self.display, self.attrs = array, display, attrs or {}
         full = tuple(int(s) for s in array.shape)
         self.kept = [axis for axis, size in enumerate(full) if size != 1]
@@ -47,61 +49,35 @@ class LabelArray:
         if np.dtype(array.dtype).kind not in "biuf":
             raise Unusable(f"{display}: has data type {array.dtype}; labels must be integers")
 
-    def _index(self, region: tuple) -> tuple:
-        index, items = [], iter(region)
+    def _index(self, region: tuple[slice, ...]) -> tuple[int | slice, ...]:
+        index: list[int | slice] = []
+        items = iter(region)
         for axis in range(len(self.array.shape)):
             index.append(next(items) if axis in self.kept else 0)
         return tuple(index)
 
-    def stored(self, region: tuple) -> bool:
+    def stored(self, region: tuple[slice, ...]) -> bool:
         """False when the file stores nothing in ``region`` and it reads as zeros (a stack of
         a million channels with nothing stored is skipped, not read)."""
         return bool(self.array.stored(self._index(region)))
 
-    def read(self, region: tuple) -> np.ndarray:
+    def read(self, region: tuple[slice, ...]) -> np.ndarray:
         return np.asarray(self.array.read(self._index(region)))
 
 
 @contextmanager
-def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None):
-    """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file; the first of ``keys`` that
-    exists is used, else the file's only array. HDF5 and TIFF arrays declaring more than
-    ``max_voxels`` voxels are refused from their metadata. Problems raise ``errors.Unusable``."""
-    kind = images.suffix(path)
-    if kind in (".hdf", ".h5", ".hdf5"):
-        from evaluation.readers import hdf5
-
-        with hdf5.open_array(path, display=display, max_voxels=max_voxels, keys=keys) as array:
-            yield LabelArray(array, display)
-    elif kind == ".zarr":
-        target = next((path / k for k in keys if zarr_store.node_kind(path / k) == zarr_store.ARRAY), None)
-        if target is None:
-            found = _zarr_arrays(path)
-            if len(found) != 1:
-                wanted = " or ".join(f"'{k}'" for k in keys)
-                raise Unusable(f"{display}: has no array {wanted} and {len(found)} other arrays; store the labels as {keys[0]}")
-            target = found[0]
-        array = zarr_store.open_array(target, display)
-        yield LabelArray(array, display, zarr_store.attributes(array))
-    elif kind in (".tif", ".tiff"):
-        from evaluation.readers import tiff
-
-        with tiff.open_array(path, display, max_voxels=max_voxels) as array:
-            yield LabelArray(array, display)  # read page by page, never whole
-    else:
-        raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(SUFFIXES)}")
+def open_labels(path: Path, keys: tuple[str, ...], display: str, max_voxels: int | None = None) -> Iterator[LabelArray]:
+    """Yields a :class:`LabelArray` for a zarr, HDF5 or TIFF file (``SUFFIXES``); the first of
+    ``keys`` that exists is used, else the file's only array (in a zarr, within three levels).
+    HDF5 and TIFF arrays declaring more than ``max_voxels`` voxels are refused from their
+    metadata; a TIFF is read page by page, never whole. Problems raise ``errors.Unusable``."""
+    found = formats.of(path, display, accepted=SUFFIXES)
+    assert found.open is not None  # every format of SUFFIXES reads by region
+    with found.open(path, display, keys=keys, max_voxels=max_voxels) as array:
+        yield LabelArray(array, display, dict(getattr(array, "attrs", None) or {}))
 
 
-def _zarr_arrays(root: Path, depth: int = 3) -> list[Path]:
-    kind = zarr_store.node_kind(root)
-    if kind == zarr_store.ARRAY:
-        return [root]
-    if kind != zarr_store.GROUP or depth == 0:
-        return []
-    return [a for name in zarr_store.children(root) for a in _zarr_arrays(root / name, depth - 1)]
-
-
-def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
+def stream_channels(labels: LabelArray, region: tuple[slice, ...]) -> list[Channel]:
     """The nonzero voxels of every channel inside the spatial ``region``, read in chunk-aligned
     z-slabs of as many channels as one chunk holds (each chunk is decoded once)."""
     spatial = tuple(s.stop - s.start for s in region)
@@ -113,7 +89,7 @@ def stream_channels(labels: LabelArray, region: tuple) -> list[Channel]:
     if labels.chunks:
         step = labels.chunks[-3]
         slab = max(step, slab // step * step)
-    parts = [([], []) for _ in range(max(channels, 1))]
+    parts: list[tuple[list[np.ndarray], list[np.ndarray]]] = [([], []) for _ in range(max(channels, 1))]
     for first in range(0, max(channels, 1), group):
         lead = (slice(first, first + group),) if channels else ()
         for z in range(0, spatial[0], slab):
@@ -139,7 +115,8 @@ def nonzero(flat: np.ndarray) -> np.ndarray:
     per_word = 8 // itemsize
     words = np.flatnonzero(flat.view(np.uint64))
     candidates = (words[:, None] * per_word + np.arange(per_word)).reshape(-1)
-    return candidates[flat[candidates] != 0]
+    found: np.ndarray = candidates[flat[candidates] != 0]
+    return found
 
 
 def _ids(values: np.ndarray, display: str) -> np.ndarray:

@@ -1,14 +1,19 @@
-"""The region-readable array that the grader's own readers (zarr, HDF5, TIFF) and the CellMap
-volumes share (``RegionArray``); the subset of numpy indexing their regions accept,
-normalised once; and the rule on chunk grids that zarr and HDF5 share."""
+"""The region-readable array that the grader's own readers (zarr, HDF5, TIFF, NumPy) and the
+CellMap volumes share (``RegionArray``) and the base class of the readers' own
+(``RegionArrayBase``); the subset of numpy indexing their regions accept, normalised once;
+and the rule on chunk grids that zarr and HDF5 share."""
 
 import math
 import operator
-from typing import Protocol, runtime_checkable
+from types import EllipsisType
+from typing import Any, Protocol, Self, SupportsIndex, runtime_checkable
 
 import numpy as np
 
 from evaluation.readers import limits
+
+Index = SupportsIndex | slice | EllipsisType
+Region = Index | tuple[Index, ...]  # what ``select`` accepts (anything else: IndexError)
 
 
 @runtime_checkable
@@ -19,18 +24,65 @@ class RegionArray(Protocol):
     only when the region certainly holds nothing but zeros (nothing is stored there and the
     fill value is 0), so that callers skip it unread.
 
-    Implemented by ``zarr_store.Array``, ``tiff.TiffArray``, ``hdf5.Hdf5Array`` and the CellMap
-    volumes (``suites/cellmap/volumes.py``: a ``box`` is a tuple of step-1 slices there)."""
+    Implemented by ``zarr_store.Array``, ``tiff.TiffArray``, ``hdf5.Hdf5Array``,
+    ``npy.NpyArray`` (all ``RegionArrayBase``) and the CellMap volumes (``suites/cellmap/volumes.py``: a ``box`` is a tuple of step-1 slices there)."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
 
-    def read(self, region) -> np.ndarray: ...
+    def read(self, region: Region) -> np.ndarray: ...
 
-    def stored(self, region) -> bool: ...
+    def stored(self, region: Region) -> bool: ...
 
 
-def select(region, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
+class RegionArrayBase:
+    """What the readers' region arrays share, written once: ``ndim``, ``len``, indexing as
+    ``read``, a region as slices (``slices``), ``stored`` (True: a format that cannot tell
+    where nothing is stored says that something may be), and ``close`` with use as a context
+    manager (a reader that holds a file overrides ``close``). A subclass sets ``shape``,
+    ``dtype`` (native byte order), ``attrs`` and ``display``, and defines ``read``."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    attrs: dict[str, Any]
+    display: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __getitem__(self, region: Region) -> np.ndarray:
+        return self.read(region)
+
+    def read(self, region: Region = Ellipsis) -> np.ndarray:
+        """``region`` (``...``, integers, step-1 slices, or a tuple of them) as a native-order
+        array; the whole array by default."""
+        raise NotImplementedError
+
+    def stored(self, region: Region = Ellipsis) -> bool:
+        return True
+
+    def slices(self, region: Region) -> tuple[list[slice], list[int]]:
+        """``region`` as one step-1 slice per axis, and the axes an integer dropped (``select``)."""
+        selection, dropped = select(region, self.shape)
+        return [slice(start, stop) for start, stop in selection], dropped
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def select(region: object, shape: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[int]]:
     """``region`` (``...``, integers, step-1 slices, or a tuple of them) as ``[(start, stop)]``
     per axis of ``shape``, and the axes indexed by an integer (dropped from the result)."""
     ndim = len(shape)

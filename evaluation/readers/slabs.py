@@ -4,26 +4,28 @@ Full-size tomography volumes (1080 x 1280 x 1280 voxels, 7 GB as float32) do not
 scoring container next to their ground truth, so they are never loaded whole: ``open_slabs``
 gives an object whose ``read(z0, z1)`` returns slices ``z0 <= z < z1`` of the first axis.
 
-- NumPy ``.npy``: the header is parsed (never unpickled), slabs come from positioned reads of
-  the file (no memory map, so resident memory stays bounded by the slabs in flight);
-- HDF5: region reads of one dataset (``readers.hdf5``: links, external storage and virtual
-  datasets refused, chunks decoded with bounds);
-- zarr: region reads of one array (codec whitelist of ``zarr_store``);
-- TIFF: region reads of the first series, page by page (``readers.tiff``);
-- other formats (MetaImage, NIfTI, NRRD): read whole by ``images.read`` and sliced.
+- formats that read by region (``Format.open`` in ``readers.formats``): a slab is one region
+  read. NumPy ``.npy``: positioned reads of the file, its header parsed, never unpickled (no
+  memory map, so resident memory stays bounded by the slabs in flight: ``readers.npy``);
+  HDF5: one dataset (``readers.hdf5``: links, external storage and virtual datasets refused,
+  chunks decoded with bounds); zarr: one array (codec whitelist of ``zarr_store``); TIFF: the
+  first series, page by page (``readers.tiff``);
+- the others (MetaImage, NIfTI, NRRD, PNG): read whole by ``images.read`` and sliced.
 """
 
-import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Self, TypeVar
 
 import numpy as np
 
 from evaluation.errors import Unusable
-from evaluation.readers import images, untrusted
-from evaluation.readers.volume import native
+from evaluation.readers import formats, images
+from evaluation.readers.npy import NUMERIC_KINDS as _NUMERIC_KINDS
+from evaluation.readers.regions import RegionArrayBase
 
-_NUMERIC_KINDS = "biuf"
+T = TypeVar("T")
 
 
 class Slabs:
@@ -32,7 +34,7 @@ class Slabs:
     shape: tuple[int, ...]
     dtype: np.dtype
     display: str
-    attrs: dict
+    attrs: dict[str, Any]
 
     def read(self, z0: int, z1: int) -> np.ndarray:
         raise NotImplementedError
@@ -40,95 +42,24 @@ class Slabs:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-class _Npy(Slabs):
-    def __init__(self, path: Path, display: str):
-        self.display, self.attrs, self._path = display, {}, path
-        self._file = untrusted.open_regular(path, display)
-        try:
-            version = np.lib.format.read_magic(self._file)
-            reader = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-            if reader is None:
-                raise ValueError(f"unsupported .npy format version {version}")
-            shape, fortran, dtype = reader(self._file)
-        except images.NUMPY_ERRORS as exc:
-            self._file.close()
-            raise Unusable(f"{display}: not a readable .npy file ({exc})") from None
-        if dtype.hasobject or dtype.kind not in _NUMERIC_KINDS:
-            self._file.close()
-            raise Unusable(f"{display}: holds {dtype} values; save a plain numeric array (never pickled objects)")
-        self.shape, self.dtype, self._fortran = tuple(shape), dtype, fortran
-        self._offset = self._file.tell()
-        expected = self._offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if os.fstat(self._file.fileno()).st_size < expected:
-            self._file.close()
-            raise Unusable(f"{display}: the file is shorter than its header says; it may be truncated")
-        self._whole = None
+class _Regions(Slabs):
+    """A format read region by region (``Format.open``): a slab is the region ``z0:z1``,
+    decoded alone (only the chunks, pages or rows it needs)."""
 
-    def read(self, z0: int, z1: int) -> np.ndarray:
-        if self._fortran:  # column-major: a slab is scattered over the file, read it once
-            if self._whole is None:
-                self._whole = np.load(self._path, allow_pickle=False, mmap_mode="r")
-            return native(np.ascontiguousarray(self._whole[z0:z1]))
-        plane = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
-        out = np.empty((z1 - z0, *self.shape[1:]), dtype=self.dtype)
-        view = memoryview(out.reshape(-1).view(np.uint8))
-        done, start = 0, self._offset + z0 * plane
-        while done < view.nbytes:
-            got = os.preadv(self._file.fileno(), [view[done:]], start + done)
-            if got <= 0:
-                raise Unusable(f"{self.display}: the file ended early; it may be truncated")
-            done += got
-        return native(out)
-
-    def close(self) -> None:
-        self._file.close()
-
-
-class _Hdf5(Slabs):
-    def __init__(self, path: Path, key: str | None, display: str):
-        from evaluation.readers import hdf5
-
-        self.display = display
-        self._array = hdf5.open_array(path, key, display)
-        self.shape, self.dtype, self.attrs = self._array.shape, self._array.dtype, dict(self._array.attrs)
-
-    def read(self, z0: int, z1: int) -> np.ndarray:
-        return self._array[z0:z1]
-
-    def close(self) -> None:
-        self._array.close()
-
-
-class _Zarr(Slabs):
-    def __init__(self, path: Path, key: str | None, display: str):
-        from evaluation.readers import zarr_store
-
-        self.display = display
-        self._array = images.open_zarr(path, key, display)
-        self.shape, self.dtype = tuple(self._array.shape), np.dtype(self._array.dtype)
-        self.attrs = zarr_store.attributes(self._array)
+    def __init__(self, array: RegionArrayBase, display: str):
+        self.display, self._array = display, array
+        self.shape, self.dtype = tuple(array.shape), np.dtype(array.dtype)
+        self.attrs = dict(getattr(array, "attrs", None) or {})
 
     def read(self, z0: int, z1: int) -> np.ndarray:
         return self._array.read(slice(z0, z1))
-
-
-class _Tiff(Slabs):
-    def __init__(self, path: Path, display: str):
-        from evaluation.readers import tiff
-
-        self.display, self.attrs = display, {}
-        self._array = tiff.open_array(path, display)
-        self.shape, self.dtype = self._array.shape, self._array.dtype
-
-    def read(self, z0: int, z1: int) -> np.ndarray:
-        return self._array[z0:z1]  # decodes only the pages of slices z0..z1
 
     def close(self) -> None:
         self._array.close()
@@ -156,19 +87,12 @@ def open_slabs(path: Path, key: str | None = None, display: str | None = None, m
     display = display or path.name
     if not path.exists():
         raise Unusable(f"{display}: file not found")
-    kind = images.suffix(path)
-    if kind in images.NUMPY_SUFFIXES:
-        slabs = _Npy(path, display)
-    elif kind in images.HDF5_SUFFIXES:
-        slabs = _Hdf5(path, key, display)
-    elif kind in images.ZARR_SUFFIXES:
-        slabs = _Zarr(path, key, display)
-    elif kind in images.TIFF_SUFFIXES:
-        slabs = _Tiff(path, display)
-    elif kind in images.SUFFIXES:
-        slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels), display)
+    found = formats.of(path, display)
+    slabs: Slabs
+    if found.open is not None:
+        slabs = _Regions(found.open(path, display, key=key), display)
     else:
-        raise Unusable(f"{display}: unsupported file type {kind!r}; use one of {', '.join(images.SUFFIXES)}")
+        slabs = _Whole(images.read(path, key, display, max_voxels=max_voxels), display)
     if slabs.dtype.kind not in _NUMERIC_KINDS:
         slabs.close()
         raise Unusable(f"{display}: has data type {slabs.dtype}; expected numbers")
@@ -182,7 +106,7 @@ def slab_bounds(n: int, size: int, align: int = 1) -> list[tuple[int, int]]:
     return [(z, min(z + size, n)) for z in range(0, n, size)]
 
 
-def map_slabs(function, bounds: list[tuple[int, int]], threads: int) -> list:
+def map_slabs(function: Callable[[int, int], T], bounds: list[tuple[int, int]], threads: int) -> list[T]:
     """``[function(z0, z1) for each slab]`` on ``threads`` threads (numpy releases the GIL in
     its kernels, so slabs overlap I/O and compute); results in slab order."""
     if threads <= 1 or len(bounds) <= 1:

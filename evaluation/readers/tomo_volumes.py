@@ -16,12 +16,13 @@ Both tracks score one such volume per case (a phantom, a time step), named after
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from evaluation import log
 from evaluation.errors import Unusable
-from evaluation.readers import bitpack, images
+from evaluation.readers import bitpack, formats
 from evaluation.readers.slabs import Slabs, open_slabs
 
 PACKED_DATASET = "vol"
@@ -48,9 +49,8 @@ def binarize(values: np.ndarray) -> np.ndarray:
     (for integers ``> 0.5`` is ``> 0``; NaN compares false)."""
     if values.dtype == bool:
         return values.view(np.uint8)
-    if values.dtype.kind in "ui":
-        return np.greater(values, 0).view(np.uint8)
-    return np.greater(values, values.dtype.type(0.5)).view(np.uint8)
+    above: np.ndarray = np.greater(values, 0) if values.dtype.kind in "ui" else np.greater(values, values.dtype.type(0.5))
+    return above.view(np.uint8)
 
 
 def packed_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -74,16 +74,18 @@ class BinaryVolume:
 class _Packed(BinaryVolume):
     packed = True
 
-    def __init__(self, planes: np.ndarray, shape, description):
-        self._planes, self.shape, self.description = planes, tuple(shape), description
+    def __init__(self, planes: np.ndarray, shape: tuple[int, int, int], description: str | None):
+        self._planes, self.description = planes, description
+        self.shape = (shape[0], shape[1], shape[2])
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
         return np.ascontiguousarray(bitpack.unpack(self._planes, z0, z1, self.shape[1:]))
 
 
 class _Plain(BinaryVolume):
-    def __init__(self, slabs: Slabs, shape, offset: int):
-        self._slabs, self.shape, self._offset = slabs, tuple(shape), offset
+    def __init__(self, slabs: Slabs, shape: tuple[int, int, int], offset: int):
+        self._slabs, self._offset = slabs, offset
+        self.shape = (shape[0], shape[1], shape[2])
 
     def slab(self, z0: int, z1: int) -> np.ndarray:
         return binarize(self._slabs.read(self._offset + z0, self._offset + z1))
@@ -95,14 +97,14 @@ class _Plain(BinaryVolume):
 def _dataset_key(path: Path, display: str) -> str | None:
     """The packed file's dataset name when it is present, else None (the single dataset).
     Looked up through hard links only: a ``vol`` link to another file is refused."""
-    if images.suffix(path) not in images.HDF5_SUFFIXES:
+    if formats.find(path) is not formats.named("HDF5"):  # the challenge's packed file is HDF5
         return None
     from evaluation.readers import hdf5
 
     return hdf5.dataset_key(path, (PACKED_DATASET,), display)
 
 
-def _description(attrs: dict) -> str | None:
+def _description(attrs: dict[str, Any]) -> str | None:
     value = attrs.get("description")
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")

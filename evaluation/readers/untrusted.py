@@ -22,8 +22,9 @@ import os
 import re
 import stat
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -54,7 +55,10 @@ def _check_name(name: str, relative: str) -> None:
 
 
 def walk(
-    root: Path, prune=None, max_depth: int = limits.MAX_DEPTH, max_entries: int = limits.MAX_ENTRIES
+    root: Path,
+    prune: Callable[[Path], bool] | None = None,
+    max_depth: int = limits.MAX_DEPTH,
+    max_entries: int = limits.MAX_ENTRIES,
 ) -> Iterator[tuple[Path, bool]]:
     """Every entry below ``root`` as (path, is_folder), breadth first, without following links
     and without recursion; refuses links, special files, non-UTF-8 names, folders nested
@@ -104,7 +108,7 @@ def check_regular(path: Path, display: str, folder: bool = False) -> os.stat_res
     return info
 
 
-def open_regular(path: Path, display: str):
+def open_regular(path: Path, display: str) -> BinaryIO:
     """A binary file object for the regular file ``path``: opened without following a link
     and without blocking (a FIFO would block ``open`` itself), checked with ``fstat``."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -129,7 +133,7 @@ def read_bytes(path: Path, display: str, limit: int, what: str = "this kind of f
     """The whole regular file ``path``, refused when longer than ``limit`` bytes (the most
     ``what`` can need)."""
     with open_regular(path, display) as f:
-        data = f.read(limit + 1)
+        data: bytes = f.read(limit + 1)
     if len(data) > limit:
         raise Unusable(f"{display}: is larger than the {limit} bytes {what} can need")
     return data
@@ -157,7 +161,9 @@ def json_shape(data: bytes, block: int = 1 << 20) -> tuple[int, int]:
     return deepest, elements
 
 
-def parse_json(data: bytes, display: str, max_depth: int = limits.MAX_JSON_DEPTH, max_elements: int = limits.MAX_JSON_ELEMENTS):
+def parse_json(
+    data: bytes, display: str, max_depth: int = limits.MAX_JSON_DEPTH, max_elements: int = limits.MAX_JSON_ELEMENTS
+) -> Any:
     """``json.loads`` of ``data`` after checking its nesting depth and its element count."""
     depth, elements = json_shape(data)
     if depth > max_depth:
@@ -174,6 +180,6 @@ def parse_json(data: bytes, display: str, max_depth: int = limits.MAX_JSON_DEPTH
         raise Unusable(f"{display}: is not valid JSON ({reason})") from None
 
 
-def load_json(path: Path, display: str, limit: int = limits.MAX_JSON_BYTES):
+def load_json(path: Path, display: str, limit: int = limits.MAX_JSON_BYTES) -> Any:
     """A metadata file parsed as JSON, within ``limit`` bytes (see ``parse_json``)."""
     return parse_json(read_bytes(path, display, limit), display)

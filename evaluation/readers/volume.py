@@ -2,6 +2,7 @@
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,9 +15,9 @@ class Volume:
     spacing: tuple[float, ...] | None = None
     origin: tuple[float, ...] | None = None
     direction: tuple[float, ...] | None = None  # row-major matrix, flattened
-    attrs: dict | None = None
+    attrs: dict[str, Any] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.array = native(self.array)
 
 

@@ -122,6 +122,24 @@ def segmentation_phase(root: Path, extra: str = "classes: [1, 2]\nmetrics: [dice
     return _phase_file(phase, f"suite: segmentation\ntruth: {MARKER}-labels\n{extra}")
 
 
+def autopet_phase(root: Path, extra: str = "preset: autopet4\n") -> Path:
+    """The multiclass cases' truths as autoPET lesions (any non-zero voxel)."""
+    phase = root / f"{MARKER}-phase"
+    for i in (1, 2):
+        itk_image(truth_map(i), phase / f"{MARKER}-labels" / f"case_{i}.mha")
+    return _phase_file(phase, f"suite: segmentation\ntruth: {MARKER}-labels\n{extra}")
+
+
+def autopet_steps(root: Path, missing: int | None = None) -> Path:
+    """The autoPET interactive task's eleven click steps of both cases, one of case 1's left out."""
+    folder = root / "input"
+    for i in (1, 2):
+        for step in range(11):
+            if not (i == 1 and step == missing):
+                itk_image(truth_map(i), folder / f"case_{i}_pred{step}.nii.gz")
+    return folder
+
+
 SEGMENTATION_INSTANCES = (48, 50, 50)
 
 
@@ -1521,6 +1539,28 @@ KINDS = [
         lambda r: segmentation_instance_submission(r, (segmentation_instances() * np.uint32(1 << 30)).astype(np.uint32)),
         outcome=SCORED,
         check=_scores_like_native,
+    ),
+    # --- autoPET presets: probability maps read as nibabel reads them, click steps named per case
+    _multiclass_fails(
+        "autoPET: float NIfTI cut short",
+        _truncated(".nii.gz", lambda path: itk_image(truth_map(1).astype(np.float32) * 0.75, path)),
+        ("case_1.nii.gz", "truncated"),
+        phase=autopet_phase,
+    ),
+    _multiclass_fails(
+        "autoPET: NaN in a probability map",
+        _itk(np.where(truth_map(1) > 0, np.nan, 0).astype(np.float32)),
+        ("case_1.nii.gz", "NaN"),
+        phase=autopet_phase,
+    ),
+    _multiclass_fails(
+        "autoPET: negative values", _itk(truth_map(1).astype(np.int16) - 1), ("case_1.nii.gz", "negative"), phase=autopet_phase
+    ),
+    Kind(
+        "autoPET interactive: a click step missing",
+        lambda r: autopet_phase(r, "preset: autopet4-interactive\nmissing_cases: reject\n"),
+        lambda r: autopet_steps(r, missing=3),
+        ("case_1", "case_1_pred3", "11 click steps"),
     ),
     # Round four: names a participant chooses, archives counted with their folders, a rule of
     # the reference a participant can use, and memory the phase itself needs.

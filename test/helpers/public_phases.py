@@ -103,6 +103,12 @@ def _tomo_fuelcell(root: Path):
     return phase, submission
 
 
+def _detection(root: Path):
+    from helpers.detection_cases import lay_out
+
+    return lay_out(root, "suite: detection\n", cases=["case_02", "case_04", "case_12", "case_17"])
+
+
 BUILDERS = {
     "ground-truth": _bundled("ground-truth", "examples/cellmap/submission"),
     "examples/multiclass": _bundled("examples/multiclass/phase", "examples/multiclass/submission"),
@@ -120,6 +126,7 @@ BUILDERS = {
     "tomo_foam/labels.npy": _tomo_foam(".npy"),
     "tomo_foam/labels.zarr": _tomo_foam(".zarr"),
     "tomo_fuelcell": _tomo_fuelcell,
+    "detection": _detection,
 }
 
 

@@ -65,13 +65,13 @@ def rank_variant(folder: Path, spec: config.Spec) -> final.FinalRanking:
 def run(phase_folder: Path, submissions: Path, output: Path, scheduler: str | None, workers: int | None) -> dict:
     """Re-score every variant into ``output/<variant>/`` (resumable, as ``rescore``), rank
     each, compare, write the files; returns the comparison."""
-    from evaluation.organizer import rescore
+    from evaluation.organizer import cluster, rescore
 
     phase = phases.load(phase_folder)
     spec = config.from_phase(phase)
     chosen = variants(phase, spec)
-    client, cluster = (None, None) if scheduler else rescore.connect(None, workers)
-    address = scheduler or cluster.scheduler_address
+    client, local = (None, None) if scheduler else cluster.connect(None, workers)
+    address = scheduler or local.scheduler_address
     rankings = {}
     try:
         for variant in chosen:
@@ -87,7 +87,7 @@ def run(phase_folder: Path, submissions: Path, output: Path, scheduler: str | No
     finally:
         if client is not None:
             client.close()
-            cluster.close()
+            local.close()
     result = compare(chosen, rankings)
     write(output, result)
     return result

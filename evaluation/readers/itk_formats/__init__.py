@@ -62,8 +62,10 @@ and PNG) for the byte-level checks; here the forced ImageIO, the size bounds and
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -76,6 +78,8 @@ from evaluation.readers.itk_formats.nifti import NiftiHeader, parse_nifti
 from evaluation.readers.itk_formats.nrrd import _NRRD_MAGICS, NrrdHeader, parse_nrrd
 from evaluation.readers.untrusted import check_regular, open_regular
 from evaluation.readers.volume import Volume, reason
+
+T = TypeVar("T")
 
 __all__ = [
     "LOCAL_NAMES",
@@ -99,12 +103,12 @@ __all__ = [
 
 IMAGE_IOS = {
     ".mha": "MetaImageIO",
-    ".nrrd": "NrrdImageIO",
     ".nii": "NiftiImageIO",
     ".nii.gz": "NiftiImageIO",
+    ".nrrd": "NrrdImageIO",
     ".png": "PNGImageIO",
 }
-SUFFIXES = tuple(IMAGE_IOS)
+SUFFIXES = tuple(IMAGE_IOS)  # the registry's SimpleITK format (``readers.formats``), in this order
 
 
 def kind_of(path: Path) -> str | None:
@@ -178,7 +182,7 @@ def info(path: Path, display: str | None = None) -> Info:
     return found
 
 
-def read(path: Path, display: str | None = None, max_voxels: int | None = None):
+def read(path: Path, display: str | None = None, max_voxels: int | None = None) -> Volume:
     """The image as ``images.Volume`` (array in (z, y, x) order, geometry reversed to match),
     after ``info``; refuses multi-component pixels and, with ``max_voxels``, larger images
     before their pixels are decoded."""
@@ -203,7 +207,7 @@ def read(path: Path, display: str | None = None, max_voxels: int | None = None):
     )
 
 
-def _reader(path: Path):
+def _reader(path: Path) -> Any:  # a SimpleITK ImageFileReader (SimpleITK has no type information)
     import SimpleITK as sitk
 
     reader = sitk.ImageFileReader()
@@ -212,7 +216,7 @@ def _reader(path: Path):
     return reader
 
 
-def _itk(action, kind: str, display: str):
+def _itk(action: Callable[[], T], kind: str, display: str) -> T:
     try:
         return action()
     except RuntimeError as exc:  # SimpleITK raises RuntimeError for everything ITK throws
@@ -220,11 +224,11 @@ def _itk(action, kind: str, display: str):
 
 
 @functools.cache
-def _dtypes() -> dict:
+def _dtypes() -> dict[int, type[np.generic]]:
     """SimpleITK pixel ID -> numpy type of one component (scalar, vector and label images)."""
     import SimpleITK as sitk
 
-    names = {
+    names: dict[str, type[np.generic]] = {
         "UInt8": np.uint8,
         "Int8": np.int8,
         "UInt16": np.uint16,

@@ -2,9 +2,13 @@
 parse stops (``_Doubt``: refused; ``_NeedMore``: read further) and the plain-text rules."""
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, BinaryIO, TypeVar
 
 HEADER_READS = (1 << 16, 1 << 20)  # bytes read for a text header: first try, then the most ever parsed
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -15,7 +19,7 @@ class Header:
     file_size: int
     data_offset: int  # where the pixel data starts (MetaImage/NRRD: end of the text header)
     encoding: str  # "raw", "deflate" (zlib or gzip), "ascii" or "hex"
-    fields: dict = field(default_factory=dict)  # the header's values that the size bound uses
+    fields: dict[str, Any] = field(default_factory=dict)  # the header's values that the size bound uses
 
 
 class _Doubt(Exception):
@@ -26,7 +30,7 @@ class _NeedMore(Exception):
     """The header runs past the bytes read so far."""
 
 
-def _read_header(f, size: int, parse):
+def _read_header(f: BinaryIO, size: int, parse: Callable[[bytes, bool], T]) -> T:
     """``parse(data, complete)`` on the file's first bytes, reading more (up to the last of
     ``HEADER_READS``) while the header runs past what was read."""
     for limit in HEADER_READS:
@@ -44,7 +48,7 @@ def _normal_key(name: bytes) -> bytes:
     return re.sub(rb"[^a-z0-9]", b"", name.lower())
 
 
-def _read_span(f, limit: int) -> bytes:
+def _read_span(f: BinaryIO, limit: int) -> bytes:
     f.seek(0)
     return f.read(limit)
 

@@ -5,6 +5,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from evaluation.readers.itk_formats.header import (
     Header,
@@ -31,7 +32,7 @@ _META_GETLINE = 500  # getline() buffer of known fields
 _META_GETLINE_OTHER = 8 * 4096  # getline() buffer of unknown fields (sizeof value)
 
 # name -> (type, required, length): length is an int, "ndims", "ndims2" (matrix) or None (scalar)
-_META_FIELDS = {}
+_META_FIELDS: dict[bytes, tuple[str, bool, int | str | None]] = {}
 for _name, _type, _required, _length in (
     # MetaObject::M_SetupReadFields
     ("Comment", "string", False, None),
@@ -186,8 +187,8 @@ class MetaHeader:
     complete: bool
     data_file: bytes | None
     end: int
-    records: list = field(default_factory=list)
-    values: dict = field(default_factory=dict)
+    records: list[tuple[bytes, Any, bool]] = field(default_factory=list)  # (key, value, known field)
+    values: dict[bytes, Any] = field(default_factory=dict)  # bytes, a number or a list of numbers
 
 
 def parse_metaimage(data: bytes, complete: bool = True) -> MetaHeader:
@@ -195,26 +196,27 @@ def parse_metaimage(data: bytes, complete: bool = True) -> MetaHeader:
     Raises _Doubt where the emulation cannot be sure what MetaIO does, _NeedMore when the
     header runs past ``data`` and more of the file exists (``complete`` False)."""
     s = _IStream(data, complete)
-    records, values = [], {}
+    records: list[tuple[bytes, Any, bool]] = []
+    values: dict[bytes, Any] = {}
 
-    def result(done: bool, data_file=None) -> MetaHeader:
+    def result(done: bool, data_file: bytes | None = None) -> MetaHeader:
         return MetaHeader(done, data_file, s.pos, records, values)
 
     while not s.eof:
         c = s.get()
         while not s.eof and c != _EQUALS and c != _COLON and c in _SPACE:
             c = s.get()
-        name = bytearray()
-        while not s.eof and c not in (_EQUALS, _COLON, _CR, _LF) and len(name) < _META_NAME:
-            name.append(c & 0xFF)
+        read = bytearray()
+        while not s.eof and c not in (_EQUALS, _COLON, _CR, _LF) and len(read) < _META_NAME:
+            read.append(c & 0xFF)
             c = s.get()
-        if s.eof or len(name) >= _META_NAME:
+        if s.eof or len(read) >= _META_NAME:
             break
         s.putback()
-        end = len(name) - 1
-        while end > 0 and name[end] in _BLANK:
+        end = len(read) - 1
+        while end > 0 and read[end] in _BLANK:
             end -= 1
-        name = bytes(name[: end + 1])
+        name = bytes(read[: end + 1])
         if len(name) > META_MAX_NAME:
             raise _Doubt(f"its MetaImage header has a key longer than {META_MAX_NAME} characters")
         key = name.split(b"\0", 1)[0]
@@ -224,12 +226,15 @@ def parse_metaimage(data: bytes, complete: bool = True) -> MetaHeader:
                 break
             records.append((key, _strip_end(s.getline(_META_GETLINE_OTHER)), False))
             continue
-        kind, _, length = spec
-        if length in ("ndims", "ndims2"):
+        kind, _, declared = spec
+        length: int | None
+        if isinstance(declared, str):  # "ndims" or "ndims2": a vector or matrix of NDims
             if b"NDims" not in values:
                 return result(False)  # "defined prior to defining NDims": MET_Read fails
             ndims = values[b"NDims"]
-            length = ndims * ndims if length == "ndims2" else ndims
+            length = ndims * ndims if declared == "ndims2" else ndims
+        else:
+            length = declared
         value = values.get(key)
         if _skip_to_value(s):
             what = key.decode()
@@ -270,7 +275,7 @@ _META_DATA_KEY = re.compile(rb"(?:^|(?<=[\r\n]))[ \t\v\f]*element[ \t_-]*data[ \
 _META_LOOKAHEAD = 4096
 
 
-def _check_metaimage(f, size: int, path: Path) -> Header:
+def _check_metaimage(f: BinaryIO, size: int, path: Path) -> Header:
     header = _read_header(f, size, parse_metaimage)
     data = _read_span(f, header.end + _META_LOOKAHEAD)
     region = data[: header.end]
@@ -288,7 +293,10 @@ def _check_metaimage(f, size: int, path: Path) -> Header:
     if len(spellings) != 1 or len(_META_DATA_KEY.findall(region)) != 1 or _META_DATA_KEY.search(data, header.end):
         raise _Doubt("its MetaImage header must name its data file once, on one line: ElementDataFile = LOCAL")
     values = header.values
-    flag = lambda key: values.get(key, b"")[:1] in (b"T", b"t", b"1")  # noqa: E731 - MetaObject::M_Read
+
+    def flag(key: bytes) -> bool:  # MetaObject::M_Read
+        return bool(values.get(key, b"")[:1] in (b"T", b"t", b"1"))
+
     compressed = flag(b"CompressedData")
     binary = flag(b"BinaryData") if b"BinaryData" in values else True
     header_size = int(values.get(b"HeaderSize") or 0)

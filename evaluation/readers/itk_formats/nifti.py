@@ -6,10 +6,14 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import codecs, limits
 from evaluation.readers.itk_formats.header import Header, _Doubt
+from evaluation.readers.untrusted import open_regular
 
 _NIFTI1_SIZE = 348
 _NIFTI2_SIZE = 540
@@ -23,10 +27,19 @@ class NiftiHeader:
     dims: tuple[int, ...]  # dim[1..dim[0]], x first
     datatype: int
     vox_offset: int  # where the library starts reading pixels (max(348, int(vox_offset)))
+    pixdim: tuple[float, ...] = ()  # pixdim[1..7] as stored (float32), x first
+    scl_slope: float = 0.0  # the stored scaling: value = stored * scl_slope + scl_inter
+    scl_inter: float = 0.0
 
     @property
     def nbytes(self) -> int:
         return math.prod(self.dims) * _NIFTI_TYPES[self.datatype]
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the header scales the stored values: nibabel's rule
+        (``Nifti1Header.get_slope_inter``: a slope of 0 or not finite means none)."""
+        return math.isfinite(self.scl_slope) and self.scl_slope != 0 and (self.scl_slope, self.scl_inter) != (1.0, 0.0)
 
 
 def parse_nifti(head: bytes) -> NiftiHeader:
@@ -62,7 +75,38 @@ def parse_nifti(head: bytes) -> NiftiHeader:
     vox_offset = struct.unpack_from(order + "f", head, 108)[0]
     if not math.isfinite(vox_offset) or vox_offset >= 2**31:
         raise _Doubt(f"has vox_offset = {vox_offset} in its NIfTI header")
-    return NiftiHeader(order, tuple(dims), datatype, max(_NIFTI1_SIZE, int(vox_offset)))
+    pixdim = struct.unpack_from(order + "8f", head, 76)[1:]
+    slope, inter = struct.unpack_from(order + "2f", head, 112)
+    return NiftiHeader(order, tuple(dims), datatype, max(_NIFTI1_SIZE, int(vox_offset)), pixdim, slope, inter)
+
+
+# datatype code -> numpy type of the stored values
+FLOAT_TYPES = (16, 64)
+_NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8", 1280: "u8"}
+
+
+def stored_array(path: Path, header: Header, display: str) -> np.ndarray:
+    """The pixel values of a NIfTI file ``check`` accepted, as stored: before the header's
+    ``scl_slope``/``scl_inter``, which ITK applies in float32 where nibabel's ``get_fdata``
+    applies them in float64. In array axis order (z, y, x); the size is the one the check bounded."""
+    nifti = header.fields["nifti"]
+    with open_regular(path, display) as f:
+        if header.encoding == "deflate":
+            try:
+                data = codecs.prefix(codecs.GZIP, f.read, nifti.vox_offset + nifti.nbytes)[nifti.vox_offset :]
+            except Unusable as exc:
+                raise Unusable(f"{display}: cannot be read as .nii.gz ({exc}); the file may be truncated or corrupt") from None
+        else:
+            f.seek(nifti.vox_offset)
+            data = f.read(nifti.nbytes)
+    if len(data) < nifti.nbytes:
+        raise Unusable(f"{display}: is truncated: its NIfTI header declares {nifti.nbytes} bytes of pixel data")
+    dtype = np.dtype(_NIFTI_DTYPES[nifti.datatype]).newbyteorder(nifti.byte_order)
+    dims = list(nifti.dims)
+    while len(dims) > 1 and dims[-1] == 1:  # trailing dimensions of one voxel, as ITK drops them
+        dims.pop()
+    array = np.frombuffer(data, dtype).reshape(dims[::-1])
+    return array.astype(dtype.newbyteorder("="))
 
 
 def _nifti_extension(name: str) -> tuple[str, str]:
@@ -75,7 +119,7 @@ def _nifti_extension(name: str) -> tuple[str, str]:
     return name[: -len(ext)], ext
 
 
-def _check_nifti(f, size: int, path: Path) -> Header:
+def _check_nifti(f: BinaryIO, size: int, path: Path) -> Header:
     base, ext = _nifti_extension(path.name)
     compressed = ext.lower() == ".nii.gz"
     if compressed:
@@ -112,7 +156,7 @@ def _check_nifti(f, size: int, path: Path) -> Header:
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _check_png(f, size: int, path: Path) -> Header:
+def _check_png(f: BinaryIO, size: int, path: Path) -> Header:
     head = f.read(33)
     if head[:8] != _PNG_SIGNATURE:
         raise _Doubt("is not a PNG file (its PNG signature is missing)")

@@ -4,6 +4,7 @@ the check that a .nrrd holds its own data (``itk_formats`` explains why)."""
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from evaluation.readers import limits
 from evaluation.readers.itk_formats.header import (
@@ -88,14 +89,15 @@ class NrrdHeader:
     header ran to the end of the file)."""
 
     magic: bytes
-    lines: list
+    lines: list[tuple[str, str | None, bytes]]
     end: int | None
 
 
 def parse_nrrd(data: bytes, complete: bool = True) -> NrrdHeader:
     """teem's header parse over ``data``: lines end at LF, CR or CRLF (airOneLine), the header
     at the first empty line; each line classified as _nrrdReadNrrdParseField does."""
-    pos, lines, magic = 0, [], None
+    pos, magic = 0, None
+    lines: list[tuple[str, str | None, bytes]] = []
     while True:
         match = _NRRD_LINE.search(data, pos)
         if match is None or (match.group() == b"\r" and match.end() == len(data) and not complete):
@@ -116,7 +118,7 @@ def parse_nrrd(data: bytes, complete: bool = True) -> NrrdHeader:
     return NrrdHeader(magic or b"", lines, end)
 
 
-def _nrrd_line(line: bytes) -> tuple:
+def _nrrd_line(line: bytes) -> tuple[str, str | None, bytes]:
     if line[:1] == b"#":
         return ("comment", None, line)
     colon = line.find(b": ")
@@ -129,14 +131,14 @@ def _nrrd_line(line: bytes) -> tuple:
     return ("error", None, line)
 
 
-def _check_nrrd(f, size: int, path: Path) -> Header:
+def _check_nrrd(f: BinaryIO, size: int, path: Path) -> Header:
     header = _read_header(f, size, parse_nrrd)
     if header.magic not in _NRRD_MAGICS:
         raise _Doubt("is not a NRRD file (its first line must be NRRD0001 to NRRD0005)")
     seen, fields = set(), {}
     detached = "a detached NRRD header is not accepted; save the data inside the .nrrd file"
     for kind, name, value in header.lines:
-        key = value.split(b":", 1)[0] if kind != "field" else name.encode()
+        key = value.split(b":", 1)[0] if kind != "field" or name is None else name.encode()  # a field has its name
         if kind != "comment" and _normal_key(key) == b"datafile":
             raise _Doubt(detached)
         if kind == "error":

@@ -4,7 +4,9 @@
 import itertools
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -35,7 +37,7 @@ _NAMES = {DEFLATE: "a deflate", OLD_DEFLATE: "a deflate", LZMA: "an LZMA", PACKB
 # The image
 
 
-class TiffArray:
+class TiffArray(regions.RegionArrayBase):
     """The first image series of a TIFF file, read page by page.
 
     ``shape``, ``dtype`` (native byte order), ``chunks`` (one page per chunk), ``attrs``
@@ -46,15 +48,16 @@ class TiffArray:
         self.display = display or Path(path).name
         self.attrs = {}
         check_regular(Path(path), self.display)
-        self._file = open_regular(Path(path), self.display)
+        file = open_regular(Path(path), self.display)
+        self._file: BinaryIO | None = file
         try:
-            self._open(max_voxels)
+            self._open(file, max_voxels)
         except BaseException:
             self.close()
             raise
 
-    def _open(self, max_voxels: int | None) -> None:
-        reader = _Reader(self._file, self.display)
+    def _open(self, file: BinaryIO, max_voxels: int | None) -> None:
+        reader = _Reader(file, self.display)
         pages = reader.pages()
         series = _series(pages, reader.size, self.display)
         self.shape = series.shape
@@ -80,7 +83,7 @@ class TiffArray:
         if self._contiguous is not None:
             if self._contiguous + voxels * self.dtype.itemsize > reader.size:
                 raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
-            self._pages = None
+            self._pages: list[_Page] | None = None
         else:
             if len(series.pages) * self._page_size != voxels:
                 raise Unusable(
@@ -94,27 +97,21 @@ class TiffArray:
         self._whole_only = lead is None
         self._lead = 0 if lead is None else lead
         self.chunks = tuple(self.shape) if self._whole_only else (1,) * self._lead + tuple(self.shape[self._lead :])
-        self._last = None  # (index, page) of a series read whole, so that slabs do not decode it again
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
+        self._last: tuple[int, np.ndarray] | None = (
+            None  # (index, page) of a series read whole, so that slabs do not decode it again
+        )
 
     # -- regions ---------------------------------------------------------------------------
 
-    def _region(self, key) -> tuple[list[slice], list[int]]:
-        selection, dropped = regions.select(key, self.shape)
-        return [slice(start, stop) for start, stop in selection], dropped
-
-    def _page_indices(self, slices: list[slice]):
+    def _page_indices(self, slices: list[slice]) -> Iterator[tuple[tuple[int, ...], int]]:
         lead = self.shape[: self._lead]
         strides = [math.prod(lead[k + 1 :]) for k in range(len(lead))]
         for cell in itertools.product(*(range(s.start, s.stop) for s in slices[: self._lead])):
             yield cell, sum(c * st for c, st in zip(cell, strides))
 
-    def stored(self, key=()) -> bool:
+    def stored(self, key: regions.Region = ()) -> bool:
         """Whether any strip or tile is stored inside the region (missing ones read as 0)."""
-        slices, _ = self._region(key)
+        slices, _ = self.slices(key)
         if any(s.stop <= s.start for s in slices):
             return False
         if self._pages is None or self._whole_only:
@@ -125,8 +122,9 @@ class TiffArray:
                 return True
         return False
 
-    def __getitem__(self, key) -> np.ndarray:
-        slices, dropped = self._region(key)
+    def read(self, region: regions.Region = ()) -> np.ndarray:
+        """``region`` of the series (``self[region]``); the whole series by default."""
+        slices, dropped = self.slices(region)
         try:
             return self._read(slices, dropped)
         except MemoryError:
@@ -148,13 +146,11 @@ class TiffArray:
             out = out.reshape([n for axis, n in enumerate(shape) if axis not in dropped])
         return out
 
-    def read(self, region=()) -> np.ndarray:
-        """``self[region]``; the whole series by default (``regions.RegionArray``)."""
-        return self[region]
-
     # -- decoding one page -----------------------------------------------------------------
 
     def _pread(self, offset: int, count: int) -> bytes:
+        if self._file is None:
+            raise ValueError(f"{self.display}: read after close()")
         data = os.pread(self._file.fileno(), count, offset)
         if len(data) != count:
             raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
@@ -171,6 +167,7 @@ class TiffArray:
             data = self._pread(self._contiguous + index * self._page_size * itemsize, size * itemsize)
             page = np.frombuffer(data, dtype=self._file_dtype).astype(self.dtype)
         else:
+            assert self._pages is not None  # not contiguous: the series' pages are kept
             page = self._decode(self._pages[index]).reshape(-1)
         if self._lead == 0 or self._whole_only:  # one page holds many slices: keep it
             page.flags.writeable = False
@@ -257,9 +254,3 @@ class TiffArray:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

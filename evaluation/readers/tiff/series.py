@@ -4,27 +4,29 @@ identical pages)."""
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from evaluation.errors import Unusable
 from evaluation.readers import limits
 from evaluation.readers.tiff.structure import _Page
 
 
-def _squeeze(shape: tuple, axes: str) -> tuple:
+def _squeeze(shape: tuple[int, ...], axes: str) -> tuple[int, ...]:
     """tifffile's ``squeeze_axes``: length-1 dimensions dropped, except X and Y (and at
     least one dimension kept)."""
     kept = [n for n, a in zip(shape, axes) if n > 1 or a in "XY"]
     return tuple(kept) if kept else (shape[-1],)
 
 
-def _fits(page_shape: tuple, series_shape: tuple) -> bool:
+def _fits(page_shape: tuple[int, ...], series_shape: tuple[int, ...]) -> bool:
     """Whether pages tile a "shaped" series as tifffile requires: read from the last
     dimension backwards, every page dimension is met by an equal series dimension (series
     dimensions of size 1 may come in between) or by a run of series dimensions whose running
     product reaches the page's running product."""
     page_total, series_total = math.prod(page_shape), math.prod(series_shape)
     if page_total == 0 or series_total == 0:
-        return page_total == series_total
+        return bool(page_total == series_total)
     if series_total % page_total:
         return False
     left = list(series_shape)
@@ -41,21 +43,23 @@ def _fits(page_shape: tuple, series_shape: tuple) -> bool:
     return True
 
 
-def _shaped_metadata(description: str) -> dict:
+def _shaped_metadata(description: str) -> Any:  # a dict when valid (the caller checks)
     if description[:6] == "shape=":
         return {"shape": tuple(int(i) for i in description[7:-1].split(","))}
     return json.loads(description)
 
 
-def _imagej_metadata(description: str) -> dict:
-    result = {}
+def _imagej_metadata(description: str) -> dict[str, Any]:  # values: int, float, bool or str
+    result: dict[str, Any] = {}
+    converters: tuple[Callable[[str], object], ...] = (int, float, lambda v: {"true": True, "false": False}[v.lower()])
     for line in description.splitlines():
         if "=" not in line:
             continue
-        key, value = (part.strip() for part in line.split("=", 1))
-        for convert in (int, float, lambda v: {"true": True, "false": False}[v.lower()]):
+        key, text = (part.strip() for part in line.split("=", 1))
+        value: object = text
+        for convert in converters:
             try:
-                value = convert(value)
+                value = convert(text)
                 break
             except (ValueError, KeyError, OverflowError):
                 continue
@@ -68,12 +72,12 @@ class _Series:
     ``span``: the IFDs that describe the image, which must all agree with the first one
     (even where the data is read as one run from the first page's offset)."""
 
-    def __init__(self, shape: tuple, pages: list[_Page], contiguous: int | None, span: list[_Page]):
+    def __init__(self, shape: tuple[int, ...], pages: list[_Page], contiguous: int | None, span: list[_Page]):
         self.shape, self.pages, self.contiguous = tuple(int(n) for n in shape), pages, contiguous
         self.span = span
 
 
-def _dataoffset(pages: list[_Page], shape: tuple, single_shaped: bool) -> int | None:
+def _dataoffset(pages: list[_Page], shape: tuple[int, ...], single_shaped: bool) -> int | None:
     """tifffile's ``TiffPageSeries.dataoffset``: where the series' data lies in one run."""
     position = 0
     for page in pages:
@@ -173,7 +177,7 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
     else:
         virtual = True
     chosen = [page] if virtual else pages
-    axes, shape = {
+    found: tuple[str, tuple[int, ...]] = {
         "czt": ("TZC", (frames, slices, channels)),
         "default": ("TZC", (frames, slices, channels)),
         "ctz": ("ZTC", (slices, frames, channels)),
@@ -182,6 +186,7 @@ def _series_imagej(pages: list[_Page], description: str, file_size: int, display
         "tcz": ("ZCT", (slices, channels, frames)),
         "tzc": ("CZT", (channels, slices, frames)),
     }.get(order.lower(), ("TZC", (frames, slices, channels)))
+    axes, shape = found
     remain = images // math.prod(shape)
     if remain > 1:
         shape, axes = (remain, *shape), "I" + axes

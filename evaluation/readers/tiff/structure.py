@@ -4,6 +4,7 @@ tags of each page that a label image needs (``tiff`` explains what is read and w
 import math
 import os
 import struct
+from typing import BinaryIO
 
 import numpy as np
 
@@ -84,6 +85,8 @@ _DEFAULTS = {
     "tiledepth": 1,
 }
 _NEEDED = set(_SCALARS) | {258, 270, 273, 279, 324, 325, 330, 338, 339, 530, 42113}
+Entry = tuple[int, int, bytes]  # an IFD entry: field type, value count, value (or where the values are)
+Tags = dict[int, list[Entry]]  # the entries of one page by tag code
 _ENTRY = {False: ("u2", "u4", 12, 4), True: ("u2", "u8", 20, 8)}  # BigTIFF?: type of count, value bytes
 
 
@@ -121,6 +124,35 @@ class _Page:
         "segment",
         "expected",
     )
+    offset: int
+    subfiletype: int
+    width: int
+    length: int
+    compression: int
+    photometric: int
+    fillorder: int
+    samples: int
+    rowsperstrip: int
+    planar: int
+    predictor: int
+    tilewidth: int
+    tilelength: int
+    depth: int
+    tiledepth: int
+    bits: int
+    sampleformat: int
+    extrasamples: tuple[int, ...]
+    offsets: np.ndarray
+    counts: np.ndarray
+    nodata: bool
+    subifds: bool
+    descriptions: list[str | None]
+    dtype: np.dtype
+    shaped: tuple[int, int, int, int, int]  # separate samples, depth, length, width, contiguous samples
+    shape: tuple[int, ...]
+    axes: str
+    segment: tuple[int, int, int, int]  # depth, length, width, samples of one strip or tile
+    expected: int  # strips or tiles
 
     @property
     def tiled(self) -> bool:
@@ -134,7 +166,7 @@ class _Page:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         """What tifffile hashes to decide that pages belong to one series."""
         return (
             self.shaped,
@@ -177,7 +209,7 @@ class _Page:
 class _Reader:
     """The IFD chain of one file, walked once with every count bounded."""
 
-    def __init__(self, file, display: str):
+    def __init__(self, file: BinaryIO, display: str):
         self.file, self.display = file, display
         self.size = os.fstat(file.fileno()).st_size
         self.entries = self.segments = 0
@@ -199,13 +231,13 @@ class _Reader:
         version = struct.unpack(order + "H", head[2:4])[0]
         if version == 42:
             self.big = False
-            return struct.unpack(order + "I", head[4:8])[0]
+            return int(struct.unpack(order + "I", head[4:8])[0])
         if version == 43:
             size, zero = struct.unpack(order + "HH", head[4:8])
             if size != 8 or zero != 0:
                 raise Unusable(f"{self.display}: is not a valid BigTIFF file")
             self.big = True
-            return struct.unpack(order + "Q", self.read(8, 8))[0]
+            return int(struct.unpack(order + "Q", self.read(8, 8))[0])
         raise Unusable(f"{self.display}: is not a TIFF file (version {version})")
 
     def count(self, first: int) -> int:
@@ -213,7 +245,8 @@ class _Reader:
         small reads each) and bounded before any of them is parsed."""
         number, link = (("Q", 8), ("Q", 8)) if self.big else (("H", 2), ("I", 4))
         entry_size = 20 if self.big else 12
-        seen, offset = set(), first
+        seen: set[int] = set()
+        offset = first
         while offset:
             if offset in seen:
                 raise Unusable(f"{self.display}: its pages form a loop; the TIFF file is corrupt")
@@ -233,7 +266,8 @@ class _Reader:
         first = self.header()
         if not self.count(first):
             raise Unusable(f"{self.display}: the TIFF file holds no image")
-        pages, offset = [], first
+        pages: list[_Page] = []
+        offset = first
         while offset:
             page, offset = self.page(offset, first=not pages)
             pages.append(page)
@@ -250,7 +284,7 @@ class _Reader:
             raise Unusable(f"{self.display}: holds more than {limits.TIFF_MAX_TAGS} tags in all; the TIFF file is not accepted")
         raw = self.read(offset + number_size, count * entry_size + value_size)
         entry = struct.Struct(self.order + ("HHQ8s" if self.big else "HHI4s"))
-        tags: dict[int, list] = {}
+        tags: Tags = {}
         for code, kind, number, value in entry.iter_unpack(raw[: count * entry_size]):
             if code in _NEEDED:
                 tags.setdefault(code, []).append((kind, number, value))
@@ -259,11 +293,11 @@ class _Reader:
 
     # -- tag values ------------------------------------------------------------------------
 
-    def scalar(self, entry, code: int) -> int | None:
+    def scalar(self, entry: Entry, code: int) -> int | None:
         """A one-value integer tag (None when it holds several values)."""
         kind, count, value = entry
         if count == 1 and kind in _INTEGER_TYPES:
-            number = struct.unpack_from(self.order + _STRUCT_CODES[kind], value)[0]
+            number: int = struct.unpack_from(self.order + _STRUCT_CODES[kind], value)[0]
             if number < 0 or number >= 2**63:
                 raise Unusable(f"{self.display}: tag {code} holds an invalid value; the TIFF file is corrupt")
             return number
@@ -272,7 +306,7 @@ class _Reader:
             return int(values[0])
         return None
 
-    def values(self, entry, code: int, limit: int, take: int | None = None) -> np.ndarray:
+    def values(self, entry: Entry, code: int, limit: int, take: int | None = None) -> np.ndarray:
         """The integer values of a tag (the first ``take`` of them), at most ``limit``."""
         kind, count, value = entry
         if kind not in _INTEGER_TYPES:
@@ -293,7 +327,7 @@ class _Reader:
             raise Unusable(f"{self.display}: tag {code} holds an impossibly large value; the TIFF file is corrupt")
         return values.astype(np.int64)
 
-    def text(self, entry) -> str | None:
+    def text(self, entry: Entry) -> str | None:
         kind, count, value = entry
         if kind != 2:
             return None
@@ -314,11 +348,11 @@ class _Reader:
 
     # -- one page --------------------------------------------------------------------------
 
-    def build(self, offset: int, tags: dict, first: bool) -> _Page:
+    def build(self, offset: int, tags: Tags, first: bool) -> _Page:
         page = _Page()
         page.offset = offset
         for code, name in _SCALARS.items():
-            value = _DEFAULTS[name]
+            value: int | None = _DEFAULTS[name]
             if code in tags:
                 value = self.scalar(tags[code][0], code)
                 if value is None and code != 278:  # tifffile reads several RowsPerStrip values as "one strip"
@@ -333,26 +367,28 @@ class _Reader:
         page.nodata = 42113 in tags
         page.descriptions = [self.text(entry) for entry in tags.get(270, [])[:2]] if first else []
         subsampling = tuple(int(v) for v in self.values(tags[530][0], 530, 2)) if 530 in tags else None
+        rows: int | None = page.rowsperstrip  # None: several values (``scalar``)
         if 322 in tags:  # as tifffile: a TileWidth tag makes the page tiled
-            page.rowsperstrip = 0
+            rows = 0
             if page.tilewidth < 1:
                 raise Unusable(f"{self.display}: has tiles of width 0; the TIFF file is corrupt")
         elif 257 in tags:
-            if page.rowsperstrip is None:
-                page.rowsperstrip = page.length
-            page.rowsperstrip = min(page.rowsperstrip, page.length)
-        elif page.rowsperstrip is None:
-            page.rowsperstrip = _DEFAULTS["rowsperstrip"]
+            rows = min(page.length if rows is None else rows, page.length)
+        elif rows is None:
+            rows = _DEFAULTS["rowsperstrip"]
+        page.rowsperstrip = rows
         self.shape_of(page)
         self.check(page, subsampling)
         self.segments_of(page, tags)
         return page
 
-    def per_sample(self, tags: dict, code: int, samples: int, default: int) -> int:
+    def per_sample(self, tags: Tags, code: int, samples: int, default: int) -> int:
         if code not in tags:
             return default
         if tags[code][0][1] == 1:
-            return self.scalar(tags[code][0], code)
+            value = self.scalar(tags[code][0], code)
+            if value is not None:  # always: one value of another type is refused by ``values``
+                return value
         values = self.values(tags[code][0], code, 1 << 16)
         if len(values) == 0:
             raise Unusable(f"{self.display}: tag {code} is empty; the TIFF file is corrupt")
@@ -375,24 +411,23 @@ class _Reader:
         else:
             page.shaped = (1, d, length, w, 1)
             page.shape, page.axes = ((length, w), "YX") if d == 1 else ((d, length, w), "ZYX")
-        kind = _DTYPES.get((page.sampleformat, page.bits))
-        page.dtype = (
-            np.dtype(self.order + kind) if kind is not None and kind != "?" else (np.dtype(bool) if kind == "?" else None)
-        )
 
-    def check(self, page: _Page, subsampling) -> None:
-        """Refuse what this reader does not decode, with what to do instead."""
+    def check(self, page: _Page, subsampling: tuple[int, ...] | None) -> None:
+        """Refuse what this reader does not decode, with what to do instead; the page's data
+        type once it has one."""
         name = _REFUSED_NAMES.get(page.compression, f"compression {page.compression}")
         if page.compression not in ACCEPTED:
             fix = (
                 " (decoding it needs the imagecodecs package, which the grader does not install)" if page.compression == 5 else ""
             )
             raise Unusable(f"{self.display}: is compressed with {name}{fix}; {_COMPRESSION_FIX}")
-        if page.dtype is None:
+        kind = _DTYPES.get((page.sampleformat, page.bits))
+        if kind is None:
             raise Unusable(
                 f"{self.display}: has {page.bits}-bit samples of format {page.sampleformat}; "
                 "save 8, 16, 32 or 64-bit integers or floats (or 1-bit masks)"
             )
+        page.dtype = np.dtype(bool) if kind == "?" else np.dtype(self.order + kind)
         if page.photometric == 6 or (subsampling is not None and subsampling != (1, 1)):
             raise Unusable(f"{self.display}: holds YCbCr colour data; save a single-channel label image")
         if page.fillorder != 1:
@@ -410,7 +445,7 @@ class _Reader:
         if math.prod(page.shaped) > limits.MAX_VOXELS:
             raise Unusable(f"{self.display}: declares an impossibly large image")
 
-    def segments_of(self, page: _Page, tags: dict) -> None:
+    def segments_of(self, page: _Page, tags: Tags) -> None:
         """Strip or tile geometry, and the offsets and byte counts of every segment."""
         sep = page.samples if page.planar == 2 else 1
         contig = page.samples if page.planar == 1 else 1
@@ -454,9 +489,9 @@ class _Reader:
                 raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
             complete = present
         else:
-            present = (page.offsets > 0) & (page.counts > 0)
-            if np.any(page.offsets[present] + page.counts[present] > self.size):
+            stored = (page.offsets > 0) & (page.counts > 0)
+            if np.any(page.offsets[stored] + page.counts[stored] > self.size):
                 raise Unusable(f"{self.display}: the TIFF file is truncated (its image data runs past the end of the file)")
-            complete = bool(present.all())
+            complete = bool(stored.all())
         if page.nodata and not complete:
             raise Unusable(f"{self.display}: has missing strips or tiles with a GDAL no-data value; write every strip")

@@ -30,32 +30,48 @@ library decodes whatever the metadata asks for. This reader
 zarr-python remains a dependency only to *write* zarrs (tests, benches, tomography labels).
 
 The package: ``hierarchy`` (groups and arrays on the file system), ``v2`` and ``v3`` (the two
-metadata formats), ``metadata`` (values both share, and the size bounds), ``pipeline`` (the
-codecs and their settings), ``sharding`` (shard indexes and inner chunks) and ``reading``
-(the array and its region reads).
+metadata formats), ``metadata`` (values both share, and the size bounds), ``registry`` (one
+row per accepted codec: its names, kind, settings and decoder), ``settings`` (how codec
+settings are checked), ``stages`` (what codecs become, by kind), ``pipeline`` (a chunk's
+stages and the size each decodes to), ``sharding`` (the array -> bytes stage of sharded
+arrays: shard indexes and inner chunks) and ``reading`` (the array and its region reads).
 """
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import untrusted
+from evaluation.readers.regions import Region
 from evaluation.readers.zarr_store.base import ARRAY, GROUP, Invalid
-from evaluation.readers.zarr_store.hierarchy import _lstat_mode, array_names, children, node_kind
-from evaluation.readers.zarr_store.metadata import _check_sizes
+from evaluation.readers.zarr_store.hierarchy import array_names, children, first_array, lstat_mode, node_kind, the_array
+from evaluation.readers.zarr_store.metadata import check_sizes
 from evaluation.readers.zarr_store.reading import Array
-from evaluation.readers.zarr_store.v2 import _parse_v2
-from evaluation.readers.zarr_store.v3 import _parse_v3
+from evaluation.readers.zarr_store.v2 import parse_v2
+from evaluation.readers.zarr_store.v3 import parse_v3
 
-__all__ = ["ARRAY", "GROUP", "Array", "array_names", "attributes", "children", "node_kind", "open_array", "read_array"]
+__all__ = [
+    "ARRAY",
+    "GROUP",
+    "Array",
+    "array_names",
+    "attributes",
+    "children",
+    "first_array",
+    "node_kind",
+    "open_array",
+    "read_array",
+    "the_array",
+]
 
 
-def _read_attrs(path: Path, display: str) -> dict:
+def _read_attrs(path: Path, display: str) -> dict[str, Any]:
     """``.zattrs`` as a dict, ``{}`` when there is none. A file that is there but unreadable is
     refused rather than ignored: it may hold the voxel size the array is scored at."""
-    if _lstat_mode(path) is None:
+    if lstat_mode(path) is None:
         return {}
     attrs = untrusted.load_json(path, display)
     if not isinstance(attrs, dict):
@@ -70,24 +86,24 @@ def open_array(path: Path, display: str) -> Array:
     if not stat.S_ISDIR(untrusted.check_regular(path, display, folder=True).st_mode):
         raise Unusable(f"{display}: is not a zarr array (a file, not a folder)")
     try:
-        if _lstat_mode(path / ".zarray") is not None:
+        if lstat_mode(path / ".zarray") is not None:
             metadata = untrusted.load_json(path / ".zarray", f"{display}/.zarray")
-            meta = _parse_v2(metadata, _read_attrs(path / ".zattrs", f"{display}/.zattrs"))
-        elif _lstat_mode(path / "zarr.json") is not None:
-            meta = _parse_v3(untrusted.load_json(path / "zarr.json", f"{display}/zarr.json"))
+            meta = parse_v2(metadata, _read_attrs(path / ".zattrs", f"{display}/.zattrs"))
+        elif lstat_mode(path / "zarr.json") is not None:
+            meta = parse_v3(untrusted.load_json(path / "zarr.json", f"{display}/zarr.json"))
         else:
             raise Unusable(f"{display}: not a readable zarr array (it has neither .zarray nor zarr.json)")
-        _check_sizes(meta)
+        check_sizes(meta)
     except Invalid as exc:
         raise Unusable(f"{display}: {exc}") from None
     return Array(path, display, meta)
 
 
-def read_array(array: Array, display: str, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
+def read_array(array: Array, display: str, region: Region = Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
     """``array[region]``, with problems named by ``display``; ``out`` as in ``Array.read``."""
-    return array._read(region, display, out)
+    return array.read(region, out, display)
 
 
-def attributes(array) -> dict:
+def attributes(array: object) -> dict[str, Any]:
     """The array's attributes (``.zattrs`` or zarr.json's ``attributes``) as a dict."""
     return dict(getattr(array, "attrs", None) or {})

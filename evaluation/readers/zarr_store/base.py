@@ -1,10 +1,14 @@
 """What every part of the zarr reader shares: the two ways a zarr is refused (its metadata,
-one of its chunks) and small value checks. The limits are in ``readers.limits``."""
+one of its chunks) and small value checks (shapes among them). The limits are in
+``readers.limits``."""
 
 import os
 import re
+from typing import TypeGuard
 
 import numpy as np
+
+from evaluation.readers import limits
 
 ARRAY, GROUP = "array", "group"
 
@@ -28,9 +32,19 @@ class Corrupt(Exception):
     """A chunk refused while decoding; ``str`` says why (the reader names the chunk)."""
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def native(dtype: np.dtype) -> np.dtype:
     return dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype
+
+
+def shape_of(value: object, what: str, minimum: int) -> tuple[int, ...]:
+    """A shape (or chunk shape) of the metadata: a list of integers, each at least ``minimum``."""
+    if not isinstance(value, list) or not all(is_int(v) and minimum <= v <= limits.ZARR_MAX_EXTENT for v in value):
+        lowest = "non-negative" if minimum == 0 else "positive"
+        raise Invalid(f"'{what}' must be a list of {lowest} integers (at most {limits.ZARR_MAX_EXTENT} each)")
+    if len(value) > limits.ZARR_MAX_DIMENSIONS:
+        raise Invalid(f"'{what}' has {len(value)} dimensions; at most {limits.ZARR_MAX_DIMENSIONS} are accepted")
+    return tuple(int(v) for v in value)

@@ -3,16 +3,20 @@ document, and the bounds on chunk grids and chunk sizes checked before anything 
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from evaluation.readers import limits, regions
 from evaluation.readers.zarr_store.base import V2_DTYPE, VALID_SIZES, Invalid, is_int, native
-from evaluation.readers.zarr_store.pipeline import _Pipeline
-from evaluation.readers.zarr_store.sharding import _Sharding
+from evaluation.readers.zarr_store.pipeline import Pipeline
 
-_V3_DTYPES = {
+if TYPE_CHECKING:
+    from evaluation.readers.zarr_store.sharding import Sharding
+
+V3_DTYPES = {
     "bool": "b1",
     "int8": "i1",
     "int16": "i2",
@@ -28,7 +32,7 @@ _V3_DTYPES = {
 }
 
 
-def _v2_dtype(value, what: str = "dtype") -> np.dtype:
+def v2_dtype(value: object, what: str = "dtype") -> np.dtype:
     """A numeric or boolean numpy dtype from a zarr v2 type string such as '<u4'."""
     if isinstance(value, list):
         raise Invalid(f"'{what}' is a structured data type; label arrays must be integer, boolean or float")
@@ -47,28 +51,20 @@ def _v2_dtype(value, what: str = "dtype") -> np.dtype:
     return np.dtype(("|" if size == "1" else order) + kind + size)
 
 
-def _shape(value, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(is_int(v) and minimum <= v <= limits.ZARR_MAX_EXTENT for v in value):
-        lowest = "non-negative" if minimum == 0 else "positive"
-        raise Invalid(f"'{what}' must be a list of {lowest} integers (at most {limits.ZARR_MAX_EXTENT} each)")
-    if len(value) > limits.ZARR_MAX_DIMENSIONS:
-        raise Invalid(f"'{what}' has {len(value)} dimensions; at most {limits.ZARR_MAX_DIMENSIONS} are accepted")
-    return tuple(value)
-
-
 _SPECIAL_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def _fill_value(value, dtype: np.dtype, version: int):
+def fill_value(value: object, dtype: np.dtype, version: int) -> np.generic:
     """The fill value as a numpy scalar of the native dtype. v2 ``null`` reads as 0."""
     target = native(dtype)
+    scalar: Callable[[object], np.generic] = target.type
     if value is None:
         if version == 2:
-            return target.type(0)
+            return scalar(0)
         raise Invalid("'fill_value' must not be null")
     if dtype.kind == "b":
         if isinstance(value, bool) or (is_int(value) and value in (0, 1)):
-            return target.type(bool(value))
+            return scalar(bool(value))
         raise Invalid("'fill_value' of a boolean array must be true or false")
     if dtype.kind in "iu":
         if isinstance(value, float) and value.is_integer():
@@ -76,37 +72,43 @@ def _fill_value(value, dtype: np.dtype, version: int):
         info = np.iinfo(dtype)
         if not is_int(value) or not info.min <= value <= info.max:
             raise Invalid(f"'fill_value' must be an integer between {info.min} and {info.max}")
-        return target.type(value)
+        return scalar(value)
     # floats
     if isinstance(value, str):
         if value in _SPECIAL_FLOATS:
-            return target.type(_SPECIAL_FLOATS[value])
+            return scalar(_SPECIAL_FLOATS[value])
         if version == 3 and re.fullmatch(r"0x[0-9a-fA-F]+", value) and len(value) == 2 + 2 * dtype.itemsize:
-            return np.frombuffer(bytes.fromhex(value[2:]), dtype=dtype.newbyteorder(">"))[0].astype(target)
+            found: np.generic = np.frombuffer(bytes.fromhex(value[2:]), dtype=dtype.newbyteorder(">"))[0].astype(target)
+            return found
         raise Invalid('\'fill_value\' must be a number, "NaN", "Infinity" or "-Infinity"')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Invalid("'fill_value' of a float array must be a number")
     converted = float(value) if is_int(value) and abs(value) < 2**1023 else value
     if not isinstance(converted, float) or (math.isfinite(converted) and abs(converted) > float(np.finfo(dtype).max)):
         raise Invalid(f"'fill_value' {value} does not fit the data type {dtype}")
-    return target.type(converted)
+    return scalar(converted)
 
 
 @dataclass
-class _Metadata:
+class Metadata:
     version: int
     shape: tuple[int, ...]
     grid: tuple[int, ...]  # chunk (shard) shape
     dtype: np.dtype  # as stored
     fill: object
-    pipeline: _Pipeline | None
-    sharding: _Sharding | None
+    pipeline: Pipeline  # of a chunk, or of a shard (then its array -> bytes stage is the sharding)
     prefix: tuple[str, ...]  # key parts before the chunk coordinates
     separator: str
-    attrs: dict
+    attrs: dict[str, Any]
+
+    @property
+    def sharding(self) -> "Sharding | None":
+        """The sharding stage of a sharded array, else None."""
+        stage = self.pipeline.array_bytes
+        return cast("Sharding", stage) if stage.partial else None
 
 
-def _check_sizes(meta: _Metadata) -> None:
+def check_sizes(meta: Metadata) -> None:
     """Bounds on the chunk grid and chunk sizes, before anything is read."""
     itemsize = meta.dtype.itemsize
     voxels = math.prod(meta.shape)
@@ -125,7 +127,8 @@ def _check_sizes(meta: _Metadata) -> None:
                 f"its shards hold {inner} inner chunks of shape {meta.sharding.inner.shape}; at most "
                 f"{limits.ZARR_MAX_INNER_CHUNKS} are accepted: use larger inner chunks"
             )
-    for pipeline, what in ((meta.pipeline, "chunk"), (meta.sharding.inner if meta.sharding else None, "inner chunk")):
+    chunk = meta.pipeline if meta.sharding is None else None  # a shard is never decoded whole
+    for pipeline, what in ((chunk, "chunk"), (meta.sharding.inner if meta.sharding else None, "inner chunk")):
         if pipeline is None:
             continue
         size = math.prod(pipeline.shape) * itemsize

@@ -4,29 +4,38 @@ only those, on a few threads with the memory in flight bounded."""
 import math
 import os
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 from evaluation.errors import Unusable
 from evaluation.readers import limits, regions, untrusted
+from evaluation.readers.regions import Region
 from evaluation.readers.zarr_store.base import CANONICAL_INT, THREADS, Corrupt, native
-from evaluation.readers.zarr_store.hierarchy import _lstat_mode
-from evaluation.readers.zarr_store.metadata import _Metadata
-from evaluation.readers.zarr_store.pipeline import _Pipeline
-from evaluation.readers.zarr_store.sharding import read_shards
+from evaluation.readers.zarr_store.hierarchy import lstat_mode
+from evaluation.readers.zarr_store.metadata import Metadata
+from evaluation.readers.zarr_store.pipeline import Pipeline
+from evaluation.readers.zarr_store.sharding import Selection
+from evaluation.readers.zarr_store.stages import Data
 from evaluation.readers.zarr_store.threads import run_tasks
+from evaluation.readers.zarr_store.zero_chunks import ZeroChunks
 
 
-class Array:
+class Array(regions.RegionArrayBase):
     """A zarr array on the local file system, read-only. ``shape``, ``dtype`` (native byte
     order), ``chunks`` (inner chunks for sharded arrays; ``shards`` the shards), ``fill_value``,
-    ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode."""
+    ``attrs`` come from the metadata; ``array[region]`` / ``read(region)`` decode.
 
-    def __init__(self, path: Path, display: str, meta: _Metadata):
+    Its pipeline's partial array -> bytes stage (``sharding.Sharding``) reads through a small
+    interface: ``path``, ``grid`` (the chunk or shard shape), ``key`` (a chunk's file),
+    ``workers``, ``decode``, ``place`` and ``refuse``."""
+
+    def __init__(self, path: Path, display: str, meta: Metadata):
         self.path, self.display, self._meta = path, display, meta
+        self.grid = meta.grid
         self.shape = meta.shape
-        self.ndim = len(meta.shape)
         self.dtype = native(meta.dtype)
         self.fill_value = meta.fill
         self.attrs = meta.attrs
@@ -36,56 +45,20 @@ class Array:
         self.size = math.prod(self.shape)
         self.nbytes = self.size * self.dtype.itemsize
         self._grid_shape = tuple(-(-s // c) for s, c in zip(self.shape, meta.grid))
-        self._stored, self._stored_coords, self._lock = None, None, threading.Lock()
-        self._zeros: dict[int, bool] = {}  # linear chunk index -> stored as a chunk of zeros
-        self._zeros_frame: bytes | None = None
-        self._frame_made = False
+        self._stored: tuple[np.ndarray, np.ndarray] | None = None  # see _listing
+        self._lock = threading.Lock()
+        self._zeros = ZeroChunks(path, display, meta, self.key)
 
     def __repr__(self) -> str:
         return f"<zarr array {self.display} shape={self.shape} dtype={self.dtype} chunks={self.chunks}>"
 
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d array")
-        return self.shape[0]
-
-    def __getitem__(self, region) -> np.ndarray:
-        return self.read(region)
-
-    def read(self, region=Ellipsis, out: np.ndarray | None = None) -> np.ndarray:
+    def read(self, region: Region = Ellipsis, out: np.ndarray | None = None, display: str | None = None) -> np.ndarray:
         """The region (Ellipsis, ints, step-1 slices and tuples of them) as a native-order
         numpy array; absent chunks read as the fill value. ``out``: an array of exactly the
         region's shape and the array's dtype (C-contiguous, writeable) to decode into, reused
-        across reads of same-sized regions (a large fresh array costs its page faults)."""
-        return self._read(region, self.display, out)
-
-    def stored_regions(self, region=Ellipsis) -> list[tuple[slice, ...]] | None:
-        """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
-        chunk (or shard), one box per chunk in raster order; everything else in the region is
-        the fill value 0. None when the fill value is not 0 (then any part may hold data)."""
-        if self.fill_value != 0:
-            return None
-        selection, dropped = regions.select(region, self.shape)
-        if dropped:
-            raise IndexError("stored_regions takes slices, not integer indices")
-        coords, _ = self._chunks_in(selection, self.display)
-        grid = self._meta.grid
-        return [
-            tuple(slice(max(int(c) * g, start), min((int(c) + 1) * g, stop)) for c, g, (start, stop) in zip(row, grid, selection))
-            for row in sorted(coords.tolist())
-        ]
-
-    def stored(self, region=Ellipsis) -> bool:
-        """False only when the region holds no stored chunk and the fill value is 0, i.e.
-        when it is certainly all zeros."""
-        if self.fill_value != 0:
-            return True
-        selection, _ = regions.select(region, self.shape)
-        return len(self._chunks_in(selection, self.display)[0]) > 0
-
-    # -- regions
-
-    def _read(self, region, display: str, out: np.ndarray | None = None) -> np.ndarray:
+        across reads of same-sized regions (a large fresh array costs its page faults).
+        ``display`` names the array in refusals (default: its own)."""
+        display = display or self.display
         selection, dropped = regions.select(region, self.shape)
         out_shape = tuple(stop - start for start, stop in selection)
         final_shape = tuple(n for axis, n in enumerate(out_shape) if axis not in dropped)
@@ -108,12 +81,38 @@ class Array:
         if self._meta.sharding is None:
             pipeline = self._meta.pipeline
             tasks = [self._chunk_task(c, selection, out, display) for c in coords]
-            run_tasks(tasks, self._workers(pipeline))
+            run_tasks(tasks, self.workers(pipeline))
         else:
-            read_shards(self, coords, selection, out, display)
+            self._meta.sharding.read(self, coords, selection, out, display)
         return out.reshape(final_shape)
 
-    def _workers(self, pipeline: _Pipeline) -> int:
+    def stored_regions(self, region: Region = Ellipsis) -> list[tuple[slice, ...]] | None:
+        """The parts of ``region`` (a tuple of step-1 slices, one per axis) that meet a stored
+        chunk (or shard), one box per chunk in raster order; everything else in the region is
+        the fill value 0. None when the fill value is not 0 (then any part may hold data)."""
+        if self.fill_value != 0:
+            return None
+        selection, dropped = regions.select(region, self.shape)
+        if dropped:
+            raise IndexError("stored_regions takes slices, not integer indices")
+        coords, _ = self._chunks_in(selection, self.display)
+        grid = self._meta.grid
+        return [
+            tuple(slice(max(int(c) * g, start), min((int(c) + 1) * g, stop)) for c, g, (start, stop) in zip(row, grid, selection))
+            for row in sorted(coords.tolist())
+        ]
+
+    def stored(self, region: Region = Ellipsis) -> bool:
+        """False only when the region holds no stored chunk and the fill value is 0, i.e.
+        when it is certainly all zeros."""
+        if self.fill_value != 0:
+            return True
+        selection, _ = regions.select(region, self.shape)
+        return len(self._chunks_in(selection, self.display)[0]) > 0
+
+    # -- the interface of the sharding stage (and of the chunk tasks)
+
+    def workers(self, pipeline: Pipeline) -> int:
         """Threads for decoding: one for tiny chunks (their cost is Python's, under the GIL),
         else as many as the in-flight memory bound allows."""
         if pipeline.nbytes < 16 << 10:
@@ -123,7 +122,8 @@ class Array:
 
     # -- which chunks are stored
 
-    def _key(self, coords) -> str:
+    def key(self, coords: Sequence[int]) -> str:
+        """The file name of the chunk (or shard) at ``coords``, relative to ``path``."""
         parts = self._meta.prefix + tuple(str(int(c)) for c in coords)
         if not parts:
             parts = ("0",)
@@ -137,12 +137,13 @@ class Array:
                     linear = self._list(display)
                 except OSError as exc:  # a chunk folder that cannot be listed
                     raise Unusable(f"{display}: its chunk files cannot be listed ({type(exc).__name__})") from None
-                self._stored = np.unique(linear)
+                stored = np.unique(linear)
                 if self.ndim:
-                    self._stored_coords = np.stack(np.unravel_index(self._stored, self._grid_shape), axis=1).astype(np.int64)
+                    coords = np.stack(np.unravel_index(stored, self._grid_shape), axis=1).astype(np.int64)
                 else:
-                    self._stored_coords = np.zeros((len(self._stored), 0), dtype=np.int64)
-            return self._stored, self._stored_coords
+                    coords = np.zeros((len(stored), 0), dtype=np.int64)
+                self._stored = stored, coords
+            return self._stored
 
     def _list(self, display: str) -> np.ndarray:
         """Linear indices of the chunk files present, from one walk of the array's folder
@@ -150,7 +151,7 @@ class Array:
         meta = self._meta
         prefix, grid, ndim = meta.prefix, self._grid_shape, self.ndim
         levels = len(prefix) + ndim
-        if 0 in grid or (levels == 0 and _lstat_mode(self.path / "0") is None):
+        if 0 in grid or (levels == 0 and lstat_mode(self.path / "0") is None):
             return np.zeros(0, dtype=np.int64)
         if levels == 0:  # a 0-d array of format 2: its only chunk is "0"
             return np.zeros(1, dtype=np.int64)
@@ -164,14 +165,14 @@ class Array:
             value = int(name)
             return value if value < grid[level - len(prefix)] else None
 
-        def refuse_special(entry, relative: str) -> None:
+        def refuse_special(entry: os.DirEntry[str], relative: str) -> None:
             if entry.is_file(follow_symlinks=False):  # from the folder entry: no system call
                 return
             what = untrusted.kind_of(entry.stat(follow_symlinks=False).st_mode)
             if what is not None:
                 raise Unusable(f"{display}/{relative}: is {what}; upload plain files and folders only")
 
-        found = []
+        found: list[list[int]] = []
         if meta.separator == "." or levels == 1:
             with os.scandir(self.path) as entries:
                 for entry in entries:
@@ -181,13 +182,13 @@ class Array:
                     names = entry.name.split(".") if meta.separator == "." else [entry.name]
                     if len(names) != levels:
                         continue
-                    values = [part(n, i) for i, n in enumerate(names)]
-                    if None in values or entry.is_dir(follow_symlinks=False):
+                    parsed = [part(n, i) for i, n in enumerate(names)]
+                    if None in parsed or entry.is_dir(follow_symlinks=False):
                         continue
                     refuse_special(entry, entry.name)
-                    found.append(values[len(prefix) :])
+                    found.append(cast(list[int], parsed[len(prefix) :]))
         else:
-            pending = [(self.path, 0, [])]
+            pending: list[tuple[Path, int, list[int]]] = [(self.path, 0, [])]
             while pending:
                 folder, level, values = pending.pop()
                 with os.scandir(folder) as entries:
@@ -211,61 +212,16 @@ class Array:
         if not found or not ndim:
             return np.zeros(len(found[:1]), dtype=np.int64)
         coords = np.asarray(found, dtype=np.int64).reshape(len(found), ndim)
-        return np.ravel_multi_index(coords.T, grid).astype(np.int64)
+        return np.asarray(np.ravel_multi_index(coords.T, grid), dtype=np.int64)
 
-    # A chunk file at most this share of its decoded size (or this many bytes) may be a chunk of
-    # zeros (they shrink some 250-fold; compressed data chunks are larger), and is compared with one.
-    ZEROS_SHARE, ZEROS_BYTES = 1 / 64, 1024
-
-    def _zero_chunks(self, coords: np.ndarray) -> np.ndarray:
-        """Which of the stored chunks ``coords`` (rows) hold the bytes the array's codec writes
-        for a chunk of zeros (``_Pipeline.zeros_frame``): they read as absent ones do when the
-        fill value is 0 (zarr-python 2 stored every chunk, empty ones too), so that passes skip
-        them unread. One ``stat`` per chunk, and the bytes only of the few small enough; each
-        chunk is looked at once."""
-        found = np.zeros(len(coords), bool)
-        if self.fill_value != 0 or self._meta.sharding is not None or not self.ndim or not len(coords):
-            return found
-        pipeline = self._meta.pipeline
-        if not pipeline.in_place:
-            return found
-        linear = np.ravel_multi_index(coords.T, self._grid_shape)
-        for i, (key, row) in enumerate(zip(linear.tolist(), coords)):
-            known = self._zeros.get(key)
-            if known is None:
-                known = self._is_zero_chunk(row, pipeline)
-                with self._lock:
-                    self._zeros[key] = known
-            found[i] = known
-        return found
-
-    def _is_zero_chunk(self, row, pipeline) -> bool:
-        path = self.path / self._key(row)
-        try:
-            size = os.lstat(path).st_size
-        except OSError:
-            return False  # read (and refused) as any chunk
-        if size > max(pipeline.nbytes * self.ZEROS_SHARE, self.ZEROS_BYTES):
-            return False
-        with self._lock:
-            if not self._frame_made:
-                self._zeros_frame, self._frame_made = pipeline.zeros_frame(), True
-        frame = self._zeros_frame
-        if frame is None or size != len(frame):
-            return False
-        try:
-            return untrusted.read_bytes(path, self.display, len(frame)) == frame
-        except (Unusable, OSError):
-            return False  # read (and refused) as any chunk
-
-    def _chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
+    def _chunks_in(self, selection: Selection, display: str) -> tuple[np.ndarray, int]:
         """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, but
-        those stored as chunks of zeros (``_zero_chunks``), and the number of chunk coordinates
+        those stored as chunks of zeros (``zero_chunks``), and the number of chunk coordinates
         it spans. Work: min(span, stored chunks)."""
         coords, count = self._stored_chunks_in(selection, display)
-        return coords[~self._zero_chunks(coords)], count
+        return coords[~self._zeros.among(coords)], count
 
-    def _stored_chunks_in(self, selection, display: str) -> tuple[np.ndarray, int]:
+    def _stored_chunks_in(self, selection: Selection, display: str) -> tuple[np.ndarray, int]:
         """Coordinates (rows) of the stored chunks (shards) that intersect ``selection``, and
         the number of chunk coordinates it spans. Work: min(span, stored chunks)."""
         grid = self._meta.grid
@@ -285,7 +241,7 @@ class Array:
         inside = np.all((coords >= low) & (coords < high), axis=1)
         return coords[inside], count
 
-    def _fill_absent(self, selection, coords, count: int, out: np.ndarray) -> None:
+    def _fill_absent(self, selection: Selection, coords: np.ndarray, count: int, out: np.ndarray) -> None:
         """The fill value where ``selection`` meets no stored chunk: chunk by chunk when the
         selection spans few chunks (touching only what no chunk will overwrite), else all of it."""
         if self._meta.sharding is not None or count > 4096 or not self.ndim:
@@ -308,14 +264,16 @@ class Array:
 
     # -- decoding
 
-    def _fail(self, display: str, key: str, reason: str):
+    def refuse(self, display: str, key: str, reason: str) -> Unusable:
+        """The refusal of a chunk that cannot be read (raised by the caller)."""
         return Unusable(
             f"{display}: chunk {key} cannot be read: {reason}; the chunk is corrupt or crafted, write the array again with zarr"
         )
 
-    def _place(self, chunk: np.ndarray, origin, selection, out) -> None:
+    def place(self, chunk: np.ndarray, origin: Sequence[int], selection: Selection, out: np.ndarray) -> None:
         """Copy the part of ``chunk`` (at ``origin``) that lies in ``selection`` into ``out``."""
-        source, target = [], []
+        source: list[slice] = []
+        target: list[slice] = []
         for o, n, (start, stop) in zip(origin, chunk.shape, selection):
             low, high = max(o, start), min(o + n, stop)
             source.append(slice(low - o, high - o))
@@ -323,14 +281,15 @@ class Array:
         part = chunk[tuple(source)]
         out[tuple(target)] = part != 0 if self.dtype.kind == "b" else part
 
-    def _decode(self, pipeline: _Pipeline, data, key: str, display: str) -> np.ndarray:
+    def decode(self, pipeline: Pipeline, data: Data, key: str, display: str) -> np.ndarray:
+        """``data`` decoded through ``pipeline``; a corrupt chunk refused, named by ``key``."""
         try:
             return pipeline.decode(data)
         except Corrupt as exc:
-            raise self._fail(display, key, str(exc)) from None
+            raise self.refuse(display, key, str(exc)) from None
 
-    def _chunk_task(self, coords, selection, out, display: str):
-        pipeline, key = self._meta.pipeline, self._key(coords)
+    def _chunk_task(self, coords: Sequence[int], selection: Selection, out: np.ndarray, display: str) -> Callable[[], None]:
+        pipeline, key = self._meta.pipeline, self.key(coords)
         origin = [int(c) * g for c, g in zip(coords, self._meta.grid)]
         place = None  # the chunk's place in ``out``, when all of it lies there in one block of memory
         if pipeline.in_place and pipeline.dtype == out.dtype and 0 < len(origin) == out.ndim:
@@ -339,16 +298,16 @@ class Array:
                 region = out[tuple(slice(o - start, o - start + g) for o, g, (start, _) in zip(origin, grid, selection))]
                 place = region if region.flags.c_contiguous else None
 
-        def task():
+        def task() -> None:
             data = untrusted.read_bytes(
                 self.path / key, f"{display}/{key}", pipeline.stored_limit, what="a compressed chunk of this array"
             )
             if place is None:
-                self._place(self._decode(pipeline, data, key, display), origin, selection, out)
+                self.place(self.decode(pipeline, data, key, display), origin, selection, out)
                 return
             try:
                 pipeline.decode_into(data, place)
             except Corrupt as exc:
-                raise self._fail(display, key, str(exc)) from None
+                raise self.refuse(display, key, str(exc)) from None
 
         return task

@@ -2,12 +2,13 @@
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from evaluation.readers.zarr_store.base import THREADS
 
 
-def _pool_executor():
+def _pool_executor() -> ThreadPoolExecutor:
     """A process-wide thread pool for chunk decoding, made anew after a fork."""
     global _POOL, _POOL_PID
     with _POOL_LOCK:
@@ -16,10 +17,12 @@ def _pool_executor():
         return _POOL
 
 
-_POOL, _POOL_PID, _POOL_LOCK = None, None, threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+_POOL_PID: int | None = None
+_POOL_LOCK = threading.Lock()
 
 
-def run_tasks(tasks: list, workers: int) -> None:
+def run_tasks(tasks: list[Callable[[], None]], workers: int) -> None:
     """Run the callables ``tasks`` on up to ``workers`` threads (the caller's included); once
     every started task has finished, the exception of the first failing task *in the list's
     order* is raised, as a serial run would raise it (tasks are started in order, so every
@@ -28,9 +31,10 @@ def run_tasks(tasks: list, workers: int) -> None:
         for task in tasks:
             task()
         return
-    pending, lock, failures = iter(enumerate(tasks)), threading.Lock(), []
+    pending, lock = iter(enumerate(tasks)), threading.Lock()
+    failures: list[tuple[int, BaseException]] = []
 
-    def drain():
+    def drain() -> None:
         while not failures:
             with lock:
                 item = next(pending, None)

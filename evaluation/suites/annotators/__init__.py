@@ -20,7 +20,7 @@ subfolder per model (the tool's batch mode; the model id is the folder name afte
 
 Modules: ``definitions`` (the tool's names and constants), ``options``, ``inputs`` (folders,
 files, tasks), ``masks`` (dilation, components), ``scoring`` (one image), ``aggregate``
-(summaries, metrics.json), ``plots`` and ``report`` (CSV tables, PNG plots, report.html).
+(summaries, metrics.json), ``plots`` and ``report`` (CSV tables, SVG plots, report.html).
 """
 
 import dataclasses
@@ -59,7 +59,7 @@ class Annotators(Suite):
     def summarize(self, phase: Phase, plan: Plan[inputs.Context], outcomes: dict[str, Outcome]) -> Result:
         scored, case = aggregate.collect(plan, outcomes)
         result = aggregate.result(plan.context, scored, case)
-        result.files = report.outputs(plan.context, scored)
+        result.files = report.outputs(plan.context, scored, bool(phase.option("report")))
         return result
 
     def case_of(self, task: Task) -> str:

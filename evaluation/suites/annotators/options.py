@@ -22,7 +22,6 @@ class Options:
     surface_distance: str  # all_pixels | boundary | boundary_pooled
     missing_prediction: str  # empty | skip (the tool's behaviour)
     max_models: int
-    report: bool
 
     @classmethod
     def from_phase(cls, phase: Phase) -> "Options":
@@ -39,7 +38,6 @@ class Options:
             surface_distance=phase.option("surface_distance"),
             missing_prediction=phase.option("missing_prediction"),
             max_models=phase.option("max_models"),
-            report=phase.option("report"),
         )
 
 

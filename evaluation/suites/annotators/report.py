@@ -1,11 +1,11 @@
-"""The ``annotators`` suite's files for people: CSV tables, PNG plots and one HTML report.
+"""The ``annotators`` suite's files for people: CSV tables, SVG plots and one HTML report.
 
 Tables keep the names and layout of MMV-Lab/string_vessel_project@c90f9ec (``evaluation_metrics``
 writes ``model_evaluation_<id>.csv``; ``generate_statistical_summaries`` writes
 ``single_summary.csv``, or ``mean_summary.csv``, ``std_summary.csv``, ``variance_summary.csv``
 and ``min_max_summary.csv`` for several models), so its users' spreadsheets keep working;
-``summary.csv`` adds min and max per model in one long table. The plots (``plots``) are
-embedded as base64 in ``report.html``, which is self-contained.
+``summary.csv`` adds min and max per model in one long table. The plots (``plots/*.svg``) are
+also inline in ``report.html``, which is self-contained.
 """
 
 import html
@@ -107,8 +107,8 @@ h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #cbd2d9;padding-
 h3{font-size:1.05rem;margin-top:1.6rem}table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem}
 th,td{border:1px solid #d9e2ec;padding:.25rem .55rem;text-align:right}th{background:#f0f4f8}
 td:first-child,th:first-child{text-align:left}
-.plots{display:grid;grid-template-columns:repeat(auto-fit,minmax(360px,1fr));gap:.8rem}
-.plots img{width:100%;border:1px solid #e4e7eb}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,340px),1fr));gap:.8rem}
+.plots svg{width:100%;height:auto}
 .note{color:#52606d;font-size:.88rem}details{margin:.8rem 0}summary{cursor:pointer;font-weight:600}
 .scroll{overflow-x:auto}
 """
@@ -125,7 +125,7 @@ reference mask, the generated ones included.</li>
 </ul>"""
 
 
-def _summary_section(scored: Scored, summary_columns: list[str], pngs: dict[str, bytes]) -> list[str]:
+def _summary_section(scored: Scored, summary_columns: list[str], drawn: dict[str, str]) -> list[str]:
     """Mean and std of the headline columns per model, and the models compared."""
     headline = [c for c in HEADLINE if c in summary_columns] or summary_columns[:4]
     body = []
@@ -140,12 +140,12 @@ def _summary_section(scored: Scored, summary_columns: list[str], pngs: dict[str,
     ]
     if len(scored.summaries) > 1:
         parts.append('<h2>Models compared</h2><div class="plots">')
-        parts += [figures.img(pngs[f"plots/models_{m}.png"], f"models {m}") for m in METRICS if f"plots/models_{m}.png" in pngs]
+        parts += [drawn[f"plots/models_{m}.svg"] for m in METRICS if f"plots/models_{m}.svg" in drawn]
         parts.append("</div>")
     return parts
 
 
-def _model_section(model: str, images: dict[str, dict], summary: dict, names: list[str], pngs: dict[str, bytes]) -> list[str]:
+def _model_section(model: str, images: dict[str, dict], summary: dict, names: list[str], drawn: dict[str, str]) -> list[str]:
     """One model: its statistics, its per-image values and its plots."""
     parts = [f"<h2>Model {html.escape(model)}</h2>"]
     if not images:
@@ -165,30 +165,30 @@ def _model_section(model: str, images: dict[str, dict], summary: dict, names: li
     )
     for family in families(names):
         parts.append(f'<h3>{html.escape(family["title"])}</h3><div class="plots">')
-        parts += [
-            figures.img(pngs[f"plots/{model}/{family['key']}_{kind}.png"], f"{family['key']} {kind}")
-            for kind in ("line", "box", "violin")
-        ]
+        parts += [drawn[f"plots/{model}/{family['key']}_{kind}.svg"] for kind in ("line", "box", "violin")]
         parts.append("</div>")
     return parts
 
 
-def report_html(context: Context, scored: Scored, pngs: dict[str, bytes]) -> str:
+def report_html(context: Context, scored: Scored, drawn: dict[str, str]) -> str:
     names = context.annotators
-    parts = [f"<h1>Multi-annotator evaluation</h1>{_settings_table(context)}", *_summary_section(scored, summarized(names), pngs)]
+    parts = [
+        f"<h1>Multi-annotator evaluation</h1>{_settings_table(context)}",
+        *_summary_section(scored, summarized(names), drawn),
+    ]
     for model, images in scored.rows.items():
-        parts += _model_section(model, images, scored.summaries[model], names, pngs)
+        parts += _model_section(model, images, scored.summaries[model], names, drawn)
     parts.append(f"<h2>Definitions</h2>{NOTES}")
     return figures.page("Multi-annotator evaluation", "".join(parts), STYLE)
 
 
-def outputs(context: Context, scored: Scored) -> dict[str, str | bytes]:
+def outputs(context: Context, scored: Scored, rendered: bool) -> dict[str, str | bytes]:
     """Every file the suite writes beside metrics.json: the tables always, the plots and the
-    HTML report when the phase's ``report`` option is on."""
+    HTML report when ``rendered`` (the phase's ``report`` option)."""
     files: dict[str, str | bytes] = dict(tables(scored.rows, scored.summaries, context.annotators))
-    if not context.options.report:
+    if not rendered:
         return files
-    pngs = plots(scored.rows, scored.summaries, context.annotators)
-    files.update(pngs)
-    files["report.html"] = report_html(context, scored, pngs)
+    drawn = plots(scored.rows, scored.summaries, context.annotators)
+    files.update(drawn)
+    files["report.html"] = report_html(context, scored, drawn)
     return files

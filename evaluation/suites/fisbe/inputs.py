@@ -21,7 +21,7 @@ import numpy as np
 
 from evaluation import log, public
 from evaluation.contract import Payload, Task
-from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
+from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.label_stacks import SUFFIXES, Channel, LabelArray, open_labels, stream_channels
@@ -235,9 +235,8 @@ def read_sample(sample: Sample) -> SamplePair:
                 tuple(slice(0, n) for n in gt_spatial),
                 [Channel(np.zeros(0, np.int64), np.zeros(0, np.int64))],
             )
-        else:
-            with participant_file():
-                gt_region, pred_channels = read_prediction(sample, gt_spatial)
+        else:  # the participant's file: a refusal is assigned to them by the pipeline (grading)
+            gt_region, pred_channels = read_prediction(sample, gt_spatial)
         with organizer_file():
             gt_channels = stream_channels(gt_array, gt_region)
     for channel in gt_channels:

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation import log, names, public
+from evaluation.batches import Case
 from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
-from evaluation.submission import Submission, entries
+from evaluation.submission import Submission, entries, pair_cases
 from evaluation.suites.multiclass.options import Options
 
 _log = log.get(__name__)
@@ -27,17 +28,6 @@ SINGLE_MODEL = "submission"  # the model's name when the files sit at the top le
 # a comparison mask (integer label maps need far less; the lookup works in 1M-voxel chunks).
 BYTES_PER_VOXEL = 36
 TRUTH = "a ground-truth label map"  # how messages name a truth file
-
-
-@dataclass(frozen=True)
-class Case:
-    """One case of a batch: its truth file, its prediction (None: scored as an empty
-    prediction, ``missing_cases: empty``) and the prediction's name as the participant sees it."""
-
-    case: str
-    truth: str
-    pred: str | None
-    display: str | None
 
 
 @dataclass(frozen=True)
@@ -130,28 +120,6 @@ def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
     return cases
 
 
-def match_cases(model: str, submitted: dict[str, Path], truth: dict[str, Path], policy: str, multi: bool) -> list[str]:
-    """The cases to score for one model (sorted); raises for unknown or (policy 'reject')
-    missing files."""
-    where = f"model '{model}': " if multi else ""
-    unknown = sorted(set(submitted) - set(truth))
-    if unknown:
-        shown = ", ".join(
-            submitted[c].name if images.stem(submitted[c]) == c else f"{c} ({submitted[c].name})" for c in unknown[:5]
-        )
-        raise SubmissionError(
-            f"{where}{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
-            "name each file after its test case"
-        )
-    missing = sorted(set(truth) - set(submitted))
-    if missing and policy == "reject":
-        shown = ", ".join(missing[:5])
-        raise SubmissionError(
-            f"{where}{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
-        )
-    return sorted(truth) if policy == "empty" else sorted(submitted)
-
-
 def nnunet_order(cases: list[str], submitted: dict[str, Path], truth: dict[str, Path]) -> list[str]:
     """The cases in nnU-Net's order: ``compute_metrics_on_folder`` lists the prediction folder
     with ``subfiles(..., join=False)``, which sorts the file names, and sums every mean in that
@@ -196,7 +164,9 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     size = batch_size(len(truth) * len(models), resources.workers)
     tasks, layout, absent = [], {}, []
     for model, submitted in sorted(models.items()):
-        cases = nnunet_order(match_cases(model, submitted, truth, options.missing_cases, multi), submitted, truth)
+        cases = nnunet_order(
+            pair_cases(submitted, truth, options.missing_cases, f"model '{model}': " if multi else ""), submitted, truth
+        )
         files = {c: (os.path.relpath(submitted[c], submission.root) if c in submitted else None) for c in cases}
         keys = {}
         for start in range(0, len(cases), size):

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from evaluation import public
+from evaluation.batches import Case, every_case
 from evaluation.errors import PhaseError, SubmissionError, Unusable, participant_file
 from evaluation.metrics.confusion import ClassIndex, confusion_matrix, region_counts
 from evaluation.readers import images
-from evaluation.suites.multiclass.inputs import TRUTH, Batch, Case
+from evaluation.suites.multiclass.inputs import TRUTH, Batch
 
 COUNT_KEYS = ("TP", "FP", "FN", "TN")
 # The preflight's time model: 400 images of 512^2 with 70 classes score in about 1.5 s above
@@ -76,7 +77,7 @@ def score_case(batch: Batch, item: Case) -> dict:
     if item.pred is None:  # missing_cases: empty
         fill = batch.background if batch.background is not None else index.hi + 1
         pred = np.full(truth.shape, fill, dtype=np.int64)
-    else:
+    else:  # assigned here, not by the pipeline: a batch collects each case's refusal to name every bad file
         with participant_file():
             pred = read_prediction(batch, item, truth_volume)
     counts = region_counts(confusion_matrix(truth, pred, index), batch.entries)
@@ -112,22 +113,3 @@ def score_batch(batch: Batch) -> dict:
 def check_batch(batch: Batch) -> dict:
     """``score_batch``'s preflight: the same failure for the same files."""
     return {"seconds": sum(found["seconds"] for found in every_case(batch, check_case).values())}
-
-
-def every_case(batch: Batch, function) -> dict:
-    """``function(batch, case)`` of every case; a batch with cases that cannot be used fails
-    with one message naming each of them."""
-    results, problems = {}, []
-    for item in batch.cases:
-        try:
-            results[item.case] = function(batch, item)
-        except SubmissionError as exc:
-            problems.append(str(exc))
-    if problems:
-        more = (
-            f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])}{' ...' if len(problems) > 4 else ''})"
-            if len(problems) > 1
-            else ""
-        )
-        raise SubmissionError(problems[0] + more)
-    return results

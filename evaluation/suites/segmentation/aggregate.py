@@ -14,10 +14,7 @@ import numpy as np
 
 from evaluation.contract import Outcome
 from evaluation.suites.segmentation import multiclass
-from evaluation.suites.segmentation.options import Options, higher_is_better
-
-WORST_SCORE = {"mcc": -1.0, "cohens_kappa": -1.0, "youden": -1.0}
-DISTANCE_KEYS = ("hd", "assd", "masd", "asd_", "centre_distance")
+from evaluation.suites.segmentation.options import Options
 
 
 def flat(entry: dict) -> dict:
@@ -31,25 +28,13 @@ def defined(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def worst(key: str, diagonal: float) -> float | None:
-    """The value an undefined result counts as under ``nan_policy: worst``; None where no worst
-    exists (signed differences, counts)."""
-    bare = key.removeprefix("instances_").removeprefix("mean_")
-    if bare.startswith(DISTANCE_KEYS):
-        return diagonal
-    if not higher_is_better(key) or bare.startswith(
-        ("tp", "fp", "fn", "tn", "n_", "surface_", "volume_", "iou_sum", "std_", "ref_")
-    ):
-        return None
-    return WORST_SCORE.get(bare, 0.0)
-
-
 def case_values(options: Options, value: dict, cls: str, key: str) -> float | None:
     """One case's value of ``key`` for class ``cls`` after the nan policy (None: left out)."""
     found = flat(value["classes"][cls]).get(key)
     if defined(found) or (options.nan_policy == "monai" and isinstance(found, float) and math.isinf(found)):
         return float(found)
-    return worst(key, value["diagonal"]) if options.nan_policy == "worst" else None
+    # nan_policy worst: the key's worst value (``keys.Kind.worst``), None where it has none
+    return options.kind(key).worst_value(value["diagonal"]) if options.nan_policy == "worst" else None
 
 
 def statistics(values: list[float], wanted, policy: str) -> dict:
@@ -98,13 +83,13 @@ def ranking_score(options: Options, overall: dict) -> float | None:
     value = overall[options.ranking][options.ranking_statistic]
     if value is None:
         return None
-    return value if higher_is_better(options.ranking) else -value
+    return value if options.kind(options.ranking).higher_is_better else -value
 
 
 def case_scores(options: Options, scored: dict[str, dict]) -> dict[str, float]:
     """Per case, the ranking key averaged over classes, on the score's scale (for the
     bootstrap interval of the ranking)."""
-    sign = 1.0 if higher_is_better(options.ranking) else -1.0
+    sign = 1.0 if options.kind(options.ranking).higher_is_better else -1.0
     out = {}
     for case, value in scored.items():
         found = [case_values(options, value, c.name, options.ranking) for c in options.classes]
@@ -146,6 +131,7 @@ def case_entries(files: dict[str, str], scored: dict[str, dict], failed: dict[st
             "spacing": value["spacing"],
             "classes": value["classes"],
             **({"multiclass": value["multiclass"]} if "multiclass" in value else {}),
+            **({"summary": value["summary"]} if "summary" in value else {}),
         }
         for case, value in scored.items()
     }
@@ -167,6 +153,6 @@ def aggregates(options: Options, summary: dict, score: float | None, scored: dic
         "ranking": {
             "key": options.ranking,
             "statistic": options.ranking_statistic,
-            "higher_is_better": higher_is_better(options.ranking),
+            "higher_is_better": options.kind(options.ranking).higher_is_better,
         },
     }

@@ -35,11 +35,24 @@ import numpy as np
 from evaluation.errors import SubmissionError
 from evaluation.metrics import instance_pairs, surfels
 from evaluation.suites.segmentation import distances
-from evaluation.suites.segmentation.modes import BRATS2023_COLUMNS as COLUMNS
-from evaluation.suites.segmentation.modes import BRATS2023_REGIONS as REGIONS
+from evaluation.suites.segmentation.keys import ERROR, FIELD, SCORE
 from evaluation.suites.segmentation.surfaces import Box, surfel_surfaces
 
 PENALTY_HD95 = 374
+REGIONS = (("wt", (1, 2, 3)), ("tc", (1, 3)), ("et", (3,)))
+# get_LesionWiseResults' columns, in its order, with their kinds
+COLUMNS = (
+    ("Num_TP", FIELD),
+    ("Num_FP", FIELD),
+    ("Num_FN", FIELD),
+    ("Sensitivity", SCORE),
+    ("Specificity", SCORE),
+    ("Legacy_Dice", SCORE),
+    ("Legacy_HD95", ERROR),
+    ("GT_Complete_Volume", FIELD),
+    ("LesionWise_Score_Dice", SCORE),
+    ("LesionWise_Score_HD95", ERROR),
+)
 # get_LesionWiseResults: challenge -> (dilation_factor, lesion_volume_thresh in mm^3)
 CHALLENGES = {"gli": (3, 50), "ssa": (3, 50), "men": (1, 50), "ped": (3, 50), "met": (1, 2)}
 
@@ -172,4 +185,4 @@ def _scores(lesions: list, false_positives: list, threshold: float, corrections)
 def row(result: dict) -> dict:
     """One region's values in the reference's column order, infinities as 374
     (``results_df.replace(np.inf, 374)``)."""
-    return {c: (float(PENALTY_HD95) if math.isinf(result[c]) else result[c]) for c in COLUMNS}
+    return {c: (float(PENALTY_HD95) if math.isinf(result[c]) else result[c]) for c, _ in COLUMNS}

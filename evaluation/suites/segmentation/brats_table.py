@@ -33,24 +33,43 @@ import math
 import numpy as np
 
 from evaluation import figures
+from evaluation.suites.segmentation.keys import ERROR, FIELD, SCORE
 
 PENALTY_HD95 = 373  # metrics_parser.py: the diameter of the SRI cube, in mm
+# parse_seg_results' fields, in its order: (field, panoptica's result key, kind)
 SEG_FIELDS = (
-    ("all_instance_tp", "tp"),
-    ("all_instance_fp", "fp"),
-    ("all_instance_fn", "fn"),
-    ("all_instance_prec", "prec"),
-    ("all_instance_rec", "rec"),
-    ("all_instance_f1", "rq"),
-    ("global_dsc", "global_bin_dsc"),
-    ("global_nsd", "global_bin_nsd"),
-    ("global_hd95", "global_bin_hd95"),
-    ("lesionwise_dsc_mean", "sq_dsc"),
-    ("lesionwise_dsc_std", "sq_dsc_std"),
-    ("lesionwise_nsd_mean", "sq_nsd"),
-    ("lesionwise_nsd_std", "sq_nsd_std"),
-    ("lesionwise_hd95_mean", "sq_hd95"),
-    ("lesionwise_hd95_std", "sq_hd95_std"),
+    ("all_instance_tp", "tp", FIELD),
+    ("all_instance_fp", "fp", FIELD),
+    ("all_instance_fn", "fn", FIELD),
+    ("all_instance_prec", "prec", SCORE),
+    ("all_instance_rec", "rec", SCORE),
+    ("all_instance_f1", "rq", SCORE),
+    ("global_dsc", "global_bin_dsc", SCORE),
+    ("global_nsd", "global_bin_nsd", SCORE),
+    ("global_hd95", "global_bin_hd95", ERROR),
+    ("lesionwise_dsc_mean", "sq_dsc", SCORE),
+    ("lesionwise_dsc_std", "sq_dsc_std", FIELD),
+    ("lesionwise_nsd_mean", "sq_nsd", SCORE),
+    ("lesionwise_nsd_std", "sq_nsd_std", FIELD),
+    ("lesionwise_hd95_mean", "sq_hd95", ERROR),
+    ("lesionwise_hd95_std", "sq_hd95_std", FIELD),
+)
+SEG_TABLE = tuple((field, kind) for field, _, kind in SEG_FIELDS)
+
+
+def _detection_fields(prefix: str, order=("tp", "fp", "fn", "prec", "rec", "f1")) -> tuple:
+    return tuple((f"{prefix}_{k}", FIELD if k in ("tp", "fp", "fn") else SCORE) for k in order)
+
+
+# parse_mets_results' lesion-wise fields: parse_seg_results' in its own order (Dice, HD95, NSD)
+LESIONWISE = tuple(sorted(SEG_TABLE[9:], key=lambda field: ("dsc", "hd95", "nsd").index(field[0].split("_")[1])))
+# parse_mets_results' fields, in its order
+METS_TABLE = (
+    *SEG_TABLE[:6],
+    *_detection_fields("large_instance"),
+    *LESIONWISE,
+    *_detection_fields("small_instance", ("tp", "fn", "fp", "prec", "rec", "f1")),
+    *SEG_TABLE[6:9],
 )
 NAN = float("nan")
 
@@ -67,7 +86,7 @@ def _global_hd95(value):
 def seg_fields(result: dict, corrections=()) -> dict:
     """``parse_seg_results`` for one region: table field -> value."""
     out = {}
-    for field, key in SEG_FIELDS:
+    for field, key, _ in SEG_FIELDS:
         value = result.get(key, None if key == "global_bin_hd95" else NAN)
         if key == "global_bin_hd95" or (key == "sq_hd95" and "brats_lesionwise_inf" in corrections):
             value = _global_hd95(value)
@@ -113,10 +132,10 @@ def mets_fields(result: dict, rows: list, unmatched_pred: list, volume_threshold
         dsc += [0] * large_fp
         nsd += [0] * large_fp
         hd95 += [PENALTY_HD95] * large_fp
-    out = {field: result.get(key, NAN) for field, key in SEG_FIELDS[:6]}
+    out = {field: result.get(key, NAN) for field, key, _ in SEG_FIELDS[:6]}
     out.update(_detection("large_instance", large_tp, large_fp, large_fn, large_found))
     if result.get("n_ref_instances", 0) == 0 or not large_found:
-        out.update(dict.fromkeys(_LESIONWISE, NAN))
+        out.update(dict.fromkeys((field for field, _ in LESIONWISE), NAN))
     else:
         finite = [v for v in hd95 if v is not None and not math.isinf(v)]
         out.update(
@@ -135,16 +154,6 @@ def mets_fields(result: dict, rows: list, unmatched_pred: list, volume_threshold
     out["global_nsd"] = result.get("global_bin_nsd", NAN)
     out["global_hd95"] = _global_hd95(result.get("global_bin_hd95"))
     return out
-
-
-_LESIONWISE = (
-    "lesionwise_dsc_mean",
-    "lesionwise_dsc_std",
-    "lesionwise_hd95_mean",
-    "lesionwise_hd95_std",
-    "lesionwise_nsd_mean",
-    "lesionwise_nsd_std",
-)
 
 
 def _detection(prefix: str, tp: int, fp: int, fn: int, present: bool) -> dict:

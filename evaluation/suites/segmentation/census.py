@@ -11,10 +11,14 @@ import dataclasses
 from collections import Counter
 
 from evaluation.contract import census as census_node
+from evaluation.phase import option_schemas
 from evaluation.suites.segmentation import aggregate
 from evaluation.suites.segmentation.options import Options
 
-NAN_POLICIES = ("ignore", "worst", "monai")
+
+def nan_policies() -> tuple[str, ...]:
+    """Every ``nan_policy`` of the schema but ``definition`` (which is one of them)."""
+    return tuple(p for p in option_schemas("segmentation")["nan_policy"]["enum"] if p != "definition")
 
 
 def _score(options: Options, scored: dict[str, dict]) -> float | None:
@@ -50,7 +54,7 @@ def census(options: Options, scored: dict[str, dict]) -> dict:
     alternatives = {
         "nan_policy": (
             options.nan_policy,
-            {policy: _score(dataclasses.replace(options, nan_policy=policy), scored) for policy in NAN_POLICIES},
+            {policy: _score(dataclasses.replace(options, nan_policy=policy), scored) for policy in nan_policies()},
         )
     }
     if options.empty_masks == "definition" and not options.empty_values:

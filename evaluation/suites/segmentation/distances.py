@@ -10,10 +10,11 @@ import sys
 
 import numpy as np
 
+from evaluation.metrics import surfels
 from evaluation.metrics.grouped import counting_order, percentile_linear, quantile_float32
 from evaluation.metrics.nearest import distance_rank
-from evaluation.suites.segmentation.options import number_key
-from evaluation.suites.segmentation.surfaces import Surfaces
+from evaluation.suites.segmentation.keys import number_key
+from evaluation.suites.segmentation.surfaces import Surfaces, monai_area_table, surfel_surfaces, voxel_surfaces
 
 
 def tolerance_value(tolerance, spacing) -> float:
@@ -226,3 +227,38 @@ def _robust_hausdorff(directions, fractions, percent) -> float:
     for d, cumulative in zip(directions, fractions):
         found.append(float(d[min(int(np.searchsorted(cumulative, percent / 100.0)), d.size - 1)]) if d.size else float("inf"))
     return max(found)
+
+
+# --------------------------------------------------------------------------------------------
+# The metric table's functions: one (case, class)'s surfaces as each definition sees them,
+# reduced; one function per definition, shared by every distance row
+
+
+def _arguments(m) -> tuple:
+    return m.options.percentiles, m.options.nsd_tolerances, m.box.spacing
+
+
+def panoptica_distances(m) -> dict:
+    return panoptica(voxel_surfaces(m.box), *_arguments(m))
+
+
+def metricsreloaded_distances(m) -> dict:
+    return metricsreloaded(voxel_surfaces(m.box), *_arguments(m))
+
+
+def monai_distances(m) -> dict:
+    """Boundary voxels; with ``monai_subvoxels``, the NSD on MONAI's corner surfels too."""
+    corners = surfel_surfaces(m.box, monai_area_table(m.box.spacing)) if m.options.monai_subvoxels else None
+    return monai(voxel_surfaces(m.box), *_arguments(m), surfels=corners)
+
+
+def deepmind_distances(m) -> dict:
+    return deepmind(surfel_surfaces(m.box, surfels.area_table(m.box.spacing)), *_arguments(m))
+
+
+MEASURES = {
+    "panoptica": panoptica_distances,
+    "metricsreloaded": metricsreloaded_distances,
+    "monai": monai_distances,
+    "deepmind": deepmind_distances,
+}

@@ -6,13 +6,13 @@ and situation (``empty_values``), e.g. MONAI's ``ignore_empty=False`` Dice: 1 fo
 masks, 0 for an empty truth.
 """
 
-import math
+from evaluation.suites.segmentation import metrics_table
 
-from evaluation.suites.segmentation.options import FAMILY, metric_keys
-
-# Metrics that describe the masks rather than compare them keep their values.
-KEPT = ("counts", "surface_size")
-SUMMARY_KEYS = {"detection": ("precision", "recall", "f1"), "panoptic": ("sq", "pq", "rq")}
+# panoptica's default EdgeCaseHandler (utils/edge_case_handling.py), as its pipeline result
+# applies it to the global_bin_* metrics when the two masks do not intersect: (value with no
+# instance at all, value otherwise), the metric table's zero-TP rules. Metrics without a rule
+# raise there (``RAISES``): null here.
+ZERO_TP = {m.name: m.zero_tp for m in metrics_table.METRICS if m.per_class and m.zero_tp is not None}
 
 
 def situation(n_ref: int, n_pred: int) -> str | None:
@@ -34,30 +34,14 @@ def _replace(found: dict, keys, metric: str, where: str, options) -> None:
 
 
 def apply(found: dict, options, n_ref: int, n_pred: int) -> None:
-    """Per-class metrics, by the class's voxel counts."""
+    """Per-class metrics, by the class's voxel counts; the metrics that describe the masks
+    rather than compare them (``empty: kept``: counts, surface sizes) keep their values."""
     where = situation(n_ref, n_pred)
     if where is None:
         return
-    for metric in options.metrics:
-        if metric not in KEPT:
-            _replace(found, [k for k in metric_keys(metric, options) if k in found], metric, where, options)
-
-
-# panoptica's default EdgeCaseHandler (utils/edge_case_handling.py), as its pipeline result
-# applies it to the global_bin_* metrics when the two masks do not intersect: (value with no
-# instance at all, value otherwise). Metrics without a rule raise there: null here.
-ZERO_TP = {
-    "dice": (math.nan, 0.0),
-    "iou": (math.nan, 0.0),
-    "cldice": (math.nan, 0.0),
-    "assd": (math.nan, math.inf),
-    "volume_difference": (math.nan, math.nan),
-    "abs_volume_difference": (math.nan, math.nan),
-    "hd": (None, None),
-    "hd_percentile": (None, None),
-    "nsd": (None, None),
-    "centre_distance": (None, None),
-}
+    for metric in metrics_table.rows(options.metrics):
+        if metric.empty == "replaced":
+            _replace(found, [k for k in metric.keys(options) if k in found], metric.name, where, options)
 
 
 def apply_panoptica_global(found: dict, options, tp: int, n_ref: int, n_pred: int) -> None:
@@ -68,17 +52,19 @@ def apply_panoptica_global(found: dict, options, tp: int, n_ref: int, n_pred: in
     if not options.panoptica_global or tp != 0:
         return
     index = 0 if n_ref == 0 and n_pred == 0 else 1
-    for metric in options.metrics:
-        if metric in ZERO_TP and options.definition(FAMILY[metric]) == "panoptica":
-            value = ZERO_TP[metric][index]
-            found.update(dict.fromkeys((k for k in metric_keys(metric, options) if k in found), value))
+    for metric in metrics_table.rows(options.metrics):
+        if metric.name in ZERO_TP and options.definition(metric.family) == "panoptica":
+            value = ZERO_TP[metric.name][index]
+            found.update(dict.fromkeys((k for k in metric.keys(options) if k in found), value))
 
 
 def apply_instances(summary: dict, options, n_ref: int, n_pred: int) -> None:
-    """Detection and panoptic scores, by the numbers of instances."""
+    """Detection and panoptic scores (their keys with a direction, not their counts), by the
+    numbers of instances."""
     where = situation(summary.get("n_ref", n_ref) or 0, summary.get("n_pred", n_pred) or 0)
     if where is None:
         return
-    for metric, keys in SUMMARY_KEYS.items():
-        if metric in options.instance_metrics:
-            _replace(summary, [k for k in keys if k in summary], metric, where, options)
+    for metric in metrics_table.METRICS:
+        if metric.per_instance == "summary" and metric.empty == "replaced" and metric.name in options.instance_metrics:
+            scores = [k for k, kind in metric.keys.kinds(options) if kind.rankable and k in summary]
+            _replace(summary, scores, metric.name, where, options)

@@ -9,7 +9,8 @@ missing case rejects it too unless ``missing_cases`` says otherwise. A case whos
 be read, is on another grid than its truth, or holds labels that are no class fails alone.
 """
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,19 @@ BYTES_PER_VOXEL = 40
 
 
 @dataclass(frozen=True)
+class Cases:
+    """The plan's context: the options, each case's prediction file as the upload names it (None:
+    no prediction), the truth's cases in order, how many have no prediction, and what the chosen
+    evaluation keeps for its summary (``Evaluation.context``)."""
+
+    options: Options
+    files: dict[str, str | None]
+    truth: tuple[str, ...]
+    missing: int
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CaseTask(Payload):
     """One case to score: where its truth and prediction are, and what to compute."""
 
@@ -37,6 +51,7 @@ class CaseTask(Payload):
     prediction: str | None  # None: missing, scored as an empty prediction (missing_cases: empty)
     display: str
     options: Options
+    steps: tuple[str | None, ...] = ()  # several files per case (autoPET's click steps), in order
 
 
 def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
@@ -60,22 +75,26 @@ def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
     return cases
 
 
-def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str) -> list[str]:
-    """The cases to score, sorted; unknown files and (by default) missing cases reject."""
-    unknown = sorted(set(submitted) - set(truth))
-    if unknown:
-        shown = ", ".join(submitted[c].name for c in unknown[:5])
-        raise SubmissionError(
-            f"{len(unknown)} file(s) match no test case ({shown}{', ...' if len(unknown) > 5 else ''}); "
-            "name each file after its test case"
-        )
-    missing = sorted(set(truth) - set(submitted))
-    if missing and policy == "reject":
-        shown = ", ".join(missing[:5])
-        raise SubmissionError(
-            f"{len(missing)} of {len(truth)} test cases have no prediction ({shown}{', ...' if len(missing) > 5 else ''})"
-        )
-    return sorted(truth) if policy == "empty" else sorted(submitted)
+def submitted_file(found, root: Path):
+    """A case's prediction as metrics.json's ``prediction_file`` names it: its path in the
+    upload, or the paths of its files (None for one that is missing), or None."""
+    if isinstance(found, tuple):
+        return [None if f is None else os.path.relpath(f, root) for f in found]
+    return None if found is None else os.path.relpath(found, root)
+
+
+def case_task(case: str, truth: Path, found, file, options: Options) -> CaseTask:
+    """The task of one case: its prediction file (``found``: a path, the paths of several files
+    in order, or None when missing) and how messages name it (``file``, ``submitted_file``)."""
+    several = isinstance(found, tuple)
+    return CaseTask(
+        case=case,
+        truth=str(truth),
+        prediction=None if found is None or several else str(found),
+        display=file if isinstance(file, str) else case,
+        options=options,
+        steps=tuple(None if f is None else str(f) for f in found) if several else (),
+    )
 
 
 def memory_estimate(path: Path) -> int:
@@ -92,9 +111,10 @@ def memory_estimate(path: Path) -> int:
 # Reading one case (in the worker)
 
 
-def integer_labels(volume: Volume, display: str, error) -> np.ndarray:
+def integer_labels(volume: Volume, display: str, error, negative_background: bool = False) -> np.ndarray:
     """The array as integer labels: integers and booleans as they are, floats only if every
-    value is a whole number (label maps are often saved as floats), nothing negative."""
+    value is a whole number (label maps are often saved as floats), nothing negative (or, with
+    ``negative_background``, negative values as 0)."""
     array = volume.array
     if array.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
@@ -107,7 +127,10 @@ def integer_labels(volume: Volume, display: str, error) -> np.ndarray:
     elif array.dtype.kind not in "iu":
         raise error(f"{display}: has data type {array.dtype}; a label map must hold integers")
     if array.dtype.kind == "i" and array.size and int(array.min()) < 0:
-        raise error(f"{display}: holds negative labels (e.g. {int(array.min())}); labels are 0 (background) or positive")
+        if negative_background:
+            array = np.where(array < 0, 0, array)
+        else:
+            raise error(f"{display}: holds negative labels (e.g. {int(array.min())}); labels are 0 (background) or positive")
     if array.ndim not in (2, 3):
         raise error(f"{display}: has {array.ndim} dimensions; the segmentation suite scores 2-D and 3-D images")
     return array
@@ -125,7 +148,7 @@ def read_case(task: CaseTask) -> tuple[np.ndarray, np.ndarray, tuple[float, ...]
         truth_volume = images.read(Path(task.truth), display=truth_display)
     except Unusable as exc:  # the organizer's file
         raise PhaseError(f"case {task.case}: {exc}") from None
-    truth = integer_labels(truth_volume, truth_display, PhaseError)
+    truth = integer_labels(truth_volume, truth_display, PhaseError, _negative_background(task))
     pred = np.zeros(truth.shape, np.uint8) if task.prediction is None else read_prediction(task, truth_volume)
     return truth, pred, spacing_of(task.options, _grid_only(truth_volume, task.truth), truth.ndim)
 
@@ -135,7 +158,11 @@ def read_prediction(task: CaseTask, truth: Volume) -> np.ndarray:
     volume in the preflight)."""
     volume = images.read(Path(task.prediction), display=task.display, max_voxels=truth.array.size)
     images.check_geometry(_grid_only(volume, task.prediction), _grid_only(truth, task.truth), task.display)
-    return integer_labels(volume, task.display, SubmissionError)
+    return integer_labels(volume, task.display, SubmissionError, _negative_background(task))
+
+
+def _negative_background(task: CaseTask) -> bool:
+    return getattr(task.options.mode, "negative_labels_are_background", False)
 
 
 def publish(phase: Phase, output: Path) -> None:

@@ -21,24 +21,18 @@ import math
 import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.suites.segmentation import instance_detail, instances, overlap, per_instance
+from evaluation.suites.segmentation import instance_detail, instances, metrics_table, overlap, per_instance
 from evaluation.suites.segmentation.instances import Overlaps
-from evaluation.suites.segmentation.options import SUMMARIES, instance_keys
+from evaluation.suites.segmentation.options import instance_keys
 
 NAN = float("nan")
 # Predicted instances (or components) scored per case and class: more is not a segmentation
 # but noise, and matching them one by one would take the worker's whole time.
 MAX_INSTANCES = 100_000
-# panoptica's zero-TP values: (no instance at all, otherwise); a metric missing here raises.
+# panoptica's zero-TP values of the per-instance keys: (no instance at all, otherwise), the
+# metric table's rules; a metric missing here raises in panoptica (its mean is null).
 ZERO_TP = {
-    "dice": (NAN, 0.0),
-    "iou": (NAN, 0.0),
-    "cldice": (NAN, 0.0),
-    "assd": (NAN, math.inf),
-    "volume_difference": (NAN, NAN),
-    "abs_volume_difference": (NAN, NAN),
-    "ref_voxels": (NAN, NAN),
-    "ref_volume": (NAN, NAN),
+    key: rule for m in metrics_table.METRICS if m.per_instance == "pairs" for key, rule in metrics_table.zero_tp_values(m).items()
 }
 
 
@@ -99,11 +93,11 @@ def evaluate(ref: np.ndarray, pred: np.ndarray, options, spacing, volume_spacing
     """(summary keys -> values, details for instances.json) of one class's instance maps;
     ``volume_spacing``: the image's spacing, for the instances' volumes (``spacing`` by
     default); ``single``: one instance per map, matched whatever its overlap."""
-    definition = options.definition("instances")
+    definition = metrics_table.library(options.definition("instances"))
     ov = Overlaps.of(ref, pred)
     refuse_too_many(ov.pred_ids.size)
     matching = match(ov, options, definition, single)
-    metrics = [m for m in options.instance_metrics if m not in SUMMARIES and m not in DETAIL]
+    metrics = [m.name for m in metrics_table.rows(options.instance_metrics) if m.per_instance == "pairs"]
     per_pair = per_instance.evaluate(ref, pred, ov, matching, metrics, definition, options, spacing)
     summary = {"panoptica": _panoptica, "metricsreloaded": _metricsreloaded}.get(definition, _monai)(
         ov, matching, per_pair, options
@@ -248,9 +242,7 @@ def _details(ov: Overlaps, matching, per_pair: dict, voxel: float) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# issue 23: lesion-level detail (instance_detail)
-
-DETAIL = ("size_bins", "ap")
+# Lesion-level detail: size bins and COCO's AP (instance_detail)
 
 
 def _detail_summary(ov: Overlaps, matching, options, voxel: float, details: dict) -> dict:

@@ -8,78 +8,17 @@ taken (distance), what empty masks score and in which precision (overlap), how i
 matched and counted (instances).
 """
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import cached_property
 
 from evaluation.errors import PhaseError
 from evaluation.phase import Phase
+from evaluation.suites.segmentation import metrics_table, modes
+from evaluation.suites.segmentation.keys import Kind
+from evaluation.suites.segmentation.metrics_table import FAMILIES, LIBRARIES
+from evaluation.suites.segmentation.modes import ClassDef
 
-LIBRARIES = ("panoptica", "metricsreloaded", "monai", "deepmind")
-OVERLAP = (
-    "counts",
-    "dice",
-    "iou",
-    "precision",
-    "recall",
-    "fbeta",
-    "specificity",
-    "npv",
-    "accuracy",
-    "balanced_accuracy",
-    "mcc",
-    "cohens_kappa",
-    "youden",
-    "lr_plus",
-    "volume_difference",
-    "abs_volume_difference",
-)
-DISTANCE = ("hd", "hd_percentile", "assd", "masd", "asd", "nsd", "surface_overlap", "surface_size")
-FAMILY = {
-    **dict.fromkeys(OVERLAP, "overlap"),
-    **dict.fromkeys(DISTANCE, "distance"),
-    "boundary_iou": "boundary_iou",
-    "cldice": "topology",
-    "topology": "topology",
-    "centre_distance": "centre",
-}
-FAMILIES = ("overlap", "distance", "boundary_iou", "topology", "centre", "instances")
-SUMMARIES = ("detection", "panoptic")
-PER_INSTANCE = (
-    "dice",
-    "iou",
-    "hd",
-    "hd_percentile",
-    "assd",
-    "masd",
-    "nsd",
-    "boundary_iou",
-    "cldice",
-    "volume_difference",
-    "abs_volume_difference",
-    "centre_distance",
-    "ref_size",
-)
-# Keys where a lower value is better; ranking by a signed difference or a count is refused.
-LOWER_IS_BETTER = re.compile(r"^(hd.*|assd|masd|asd_.*|abs_volume_difference|centre_distance)$")
-UNRANKABLE = re.compile(r"^(tp|fp|fn|tn|n_ref|n_pred|volume_difference|surface_.*|iou_sum|ref_.*)$")
-INSTANCE_KEYS = ("n_ref", "n_pred", "tp", "fp", "fn", "precision", "recall", "f1")
-PANOPTIC_KEYS = ("sq", "pq", "rq", "iou_sum")
-
-
-def number_key(value) -> str:
-    """A number as part of a metrics key (keys hold no dots): 95 -> '95', 0.5 -> '0p5'."""
-    return value if isinstance(value, str) else f"{float(value):g}".replace(".", "p").replace("-", "m")
-
-
-@dataclass(frozen=True)
-class ClassDef:
-    name: str
-    labels: tuple[int, ...]
-    # ---- issue 23 (label groups): panoptica's LabelMergeGroup (merge: the labels are one
-    # region, as a list of ids always was) or LabelGroup (each label its own instances) ----
-    merge: bool = True
-    single_instance: bool = False  # the whole class is one instance (matched when both have it)
-    # ---- end issue 23 (label groups) ----
+__all__ = ["FAMILIES", "LIBRARIES", "ClassDef", "Options"]
 
 
 @dataclass(frozen=True)
@@ -111,28 +50,23 @@ class Options:
     ranking_statistic: str
     missing_cases: str
     unknown_labels: str
-    # ---- issue 23 (whole evaluations, lesion detail): see modes.py and instance_detail.py ----
-    mode: object = None  # modes.Mode: panoptica's evaluator or a BraTS preset, None otherwise
-    size_bins: tuple[float, ...] = ()
+    # what the phase evaluates: its listed metrics (modes.Listed) or a whole evaluation
+    # (panoptica's configuration, a BraTS preset), scored by segmentation.EVALUATIONS[mode.kind]
+    mode: object
+    size_bins: tuple[float, ...] = ()  # lesion-size bin edges (instance_detail.py)
     size_unit: str = "volume"
-    # ---- end issue 23 ----
 
     @classmethod
     def from_phase(cls, phase: Phase) -> "Options":
-        # ---- issue 23: a whole evaluation (panoptica's configuration, a BraTS preset) ----
-        from evaluation.suites.segmentation import modes
-
         mode = modes.from_phase(phase)
-        if mode is not None:
-            phase = Phase(phase.root, phase.suite, {**mode.defaults, **phase.options})
-        # ---- end issue 23 ----
+        phase = Phase(phase.root, phase.suite, {**mode.defaults, **phase.options})
         instances_input = phase.option("input") == "instances"
         chosen = dict(phase.option("definitions"))
         definitions = {family: chosen.get(family, phase.option("definition")) for family in FAMILIES}
         options = cls(
             truth=phase.option("truth"),
             instances_input=instances_input,
-            classes=mode_classes(mode) if mode else parse_classes(phase.option("classes"), instances_input),
+            classes=mode.classes,
             metrics=tuple(phase.option("metrics")),
             definitions=definitions,
             percentiles=tuple(float(p) for p in phase.option("percentiles")),
@@ -178,37 +112,27 @@ class Options:
         ``BinaryPairwiseMeasures`` without ``pixdim``); panoptica's and MONAI's keep it."""
         if self.instance_spacing != "definition":
             return self.instance_spacing
-        return "voxel" if self.definition("instances") == "metricsreloaded" else "header"
+        return "voxel" if metrics_table.library(self.definition("instances")) == "metricsreloaded" else "header"
 
     @property
     def label_ids(self) -> tuple[int, ...]:
         return tuple(sorted({label for c in self.classes for label in c.labels}))
 
+    @cached_property
+    def key_kinds(self) -> dict[str, Kind]:
+        """Every per-class key the phase writes, in output order, with its kind."""
+        return dict(self.mode.kinds(self))
+
     def keys(self) -> list[str]:
-        """Every per-class key the chosen metrics produce, in output order."""
-        if self.mode is not None:  # issue 23: a whole evaluation's own keys
-            return self.mode.keys()
-        found = [key for metric in self.metrics for key in metric_keys(metric, self)]
-        if self.instance_evaluation:
-            found += [f"instances_{key}" for key in instance_keys(self)]
-        return found
+        """Every per-class key the phase writes, in output order."""
+        return [key for key, _ in self.mode.kinds(self)]  # a key written twice too (refused)
+
+    def kind(self, key: str) -> Kind:
+        return self.key_kinds[key]
 
     def __post_init__(self):
-        if not self.ranking and self.mode is not None:  # issue 23: the evaluation's own key
-            object.__setattr__(self, "ranking", self.mode.ranking)
-        if not self.ranking:  # the first key with a better direction
-            object.__setattr__(
-                self,
-                "ranking",
-                next(
-                    (
-                        k
-                        for k in self.keys()
-                        if not UNRANKABLE.match(k.removeprefix("instances_")) and not MODE_UNRANKABLE.match(k)
-                    ),
-                    "",
-                ),
-            )
+        if not self.ranking:  # the evaluation's own default
+            object.__setattr__(self, "ranking", self.mode.default_ranking(self.mode.kinds(self)))
 
     def validate(self) -> None:
         refuse_colliding_keys(self)
@@ -219,25 +143,22 @@ class Options:
             raise PhaseError(
                 f"phase.yaml: ranking {self.ranking!r} is not one of the metrics this phase computes ({', '.join(self.keys())})"
             )
-        if UNRANKABLE.match(self.ranking.removeprefix("instances_")) or MODE_UNRANKABLE.match(self.ranking):
+        if not self.kind(self.ranking).rankable:
             raise PhaseError(f"phase.yaml: ranking {self.ranking!r} has no better direction; rank by a score")
-        unknown = sorted(set(self.empty_values) - set(FAMILY) - set(SUMMARIES))
+        unknown = sorted(set(self.empty_values) - metrics_table.EMPTY_RULES)
         if unknown:
             raise PhaseError(f"phase.yaml: empty_values names unknown metrics {unknown}")
-
-
-# The options whose entries become part of a key, and the metric whose keys they make.
-NUMBERED = {"percentiles": "hd_percentile", "nsd_tolerances": "nsd", "fbeta": "fbeta", "boundary_iou_distances": "boundary_iou"}
 
 
 def refuse_colliding_keys(options: Options) -> None:
     """Two values that write the same key (a key holds a number to 6 significant digits:
     ``nsd_tolerances: [0.7, 0.7000001]`` both write ``nsd_0p7``) would silently keep one
-    result for both: refused, naming the values."""
-    for option, metric in NUMBERED.items():
+    result for both: refused, naming the values. The options are checked in their order."""
+    numbered = metrics_table.parameters()
+    for option in (f.name for f in fields(Options) if f.name in numbered):
         seen = {}
         for value in getattr(options, option):
-            key = metric_keys(metric, replace(options, **{option: (value,)}))[0]
+            key = metric_keys(numbered[option], replace(options, **{option: (value,)}))[0]
             if key in seen:
                 raise PhaseError(
                     f"phase.yaml: {option} {seen[key]!r} and {value!r} both give the key {key!r} "
@@ -250,33 +171,26 @@ def refuse_colliding_keys(options: Options) -> None:
         raise PhaseError(f"phase.yaml: the metrics give the key(s) {twice} twice")
 
 
-# NSD's default tolerance where the library has one: panoptica min(voxelspacing)
-# (metrics/normalized_surface_dice.py: _compute_normalized_surface_dice), MetricsReloaded 1
-# (metrics/pairwise_measures.py: normalised_surface_distance, dict_args "nsd"). MONAI's
-# SurfaceDiceMetric requires class_thresholds, DeepMind's compute_surface_dice_at_tolerance a
-# tolerance_mm: no default, so a phase must give one.
-LIBRARY_TOLERANCE = {"panoptica": "min_spacing", "metricsreloaded": 1.0}
-LIBRARY_NAME = {"monai": "MONAI's SurfaceDiceMetric", "deepmind": "DeepMind's compute_surface_dice_at_tolerance"}
-
-
 def nsd_tolerances(phase: Phase, definitions: dict) -> tuple:
     """``nsd_tolerances`` as given, or (``definition``) the default of each library that
-    measures an NSD in this phase: the distance family's for ``nsd``/``surface_overlap``, the
-    instance family's for an instance ``nsd``; refused where that library has none."""
+    measures an NSD in this phase (the NSD's default tolerance of its ``Definition``): the
+    family's of the class metrics numbered by the tolerances (``nsd``, ``surface_overlap``),
+    the instance family's for an instance ``nsd``; refused where that library has none."""
     value = phase.option("nsd_tolerances")
     if value != "definition":
         return tuple(t if isinstance(t, str) else float(t) for t in value)
-    families = ["distance"] if {"nsd", "surface_overlap"} & set(phase.option("metrics")) else []
-    families += ["instances"] if "nsd" in phase.option("instance_metrics") else []
+    tolerant = [m for m in metrics_table.METRICS if m.keys.parameter == "nsd_tolerances"]
+    families = [m.family for m in tolerant if m.per_class and m.name in phase.option("metrics")]
+    families += ["instances"] if any(m.per_instance and m.name in phase.option("instance_metrics") for m in tolerant) else []
     found = []
-    for family in families:
-        library = definitions[family]
-        if library not in LIBRARY_TOLERANCE:
+    for family in dict.fromkeys(families):
+        library = metrics_table.BY_DEFINITION[metrics_table.library(definitions[family])]
+        if library.nsd_tolerance is None:
             raise PhaseError(
-                f"phase.yaml: {LIBRARY_NAME.get(library, library)} has no default NSD tolerance ({family} follows "
-                f"{library}): set nsd_tolerances, in the units of the spacing (e.g. [1.0] for 1 mm)"
+                f"phase.yaml: {library.nsd_function} has no default NSD tolerance ({family} follows "
+                f"{library.name}): set nsd_tolerances, in the units of the spacing (e.g. [1.0] for 1 mm)"
             )
-        found.append(LIBRARY_TOLERANCE[library])
+        found.append(library.nsd_tolerance)
     return tuple(dict.fromkeys(found))
 
 
@@ -291,7 +205,7 @@ def matching(value: str, instances: str) -> str:
     the threshold kept). Elsewhere such a name is ambiguous and refused."""
     for library, names in LIBRARY_MATCHING.items():
         if value in names:
-            if instances != library:
+            if metrics_table.library(instances) != library:
                 raise PhaseError(
                     f"phase.yaml: matching {value!r} is {library}'s name, but the instances follow {instances}; "
                     f"use {names[value]!r} (what it means in {library}) or set definitions.instances: {library}"
@@ -305,90 +219,14 @@ def nan_policy(value: str, definition: str) -> str:
     else undefined values left out (``ignore``)."""
     if value != "definition":
         return value
-    return "monai" if definition == "monai" else "ignore"
+    return "monai" if metrics_table.library(definition) == "monai" else "ignore"
 
 
 def metric_keys(metric: str, options: Options) -> list[str]:
-    if metric == "counts":
-        return ["tp", "fp", "fn", "tn", "n_ref", "n_pred"]
-    if metric == "fbeta":
-        return [f"f{number_key(b)}" for b in options.fbeta]
-    if metric == "hd_percentile":
-        return [f"hd{number_key(p)}" for p in options.percentiles]
-    if metric == "asd":
-        return ["asd_ref_to_pred", "asd_pred_to_ref"]
-    if metric == "nsd":
-        return [f"nsd_{number_key(t)}" for t in options.nsd_tolerances]
-    if metric == "surface_overlap":
-        return [f"nsd_{side}_{number_key(t)}" for t in options.nsd_tolerances for side in ("ref", "pred")]
-    if metric == "surface_size":
-        return ["surface_ref", "surface_pred", "surface_area_ref", "surface_area_pred"]
-    if metric == "boundary_iou":
-        return [f"boundary_iou_{number_key(d)}" for d in options.boundary_iou_distances]
-    if metric == "topology":
-        return ["topology_precision", "topology_sensitivity"]
-    if metric == "multiclass":  # one set per case, not per class (scoring.score_arrays)
-        return []
-    return [metric]
+    """The keys a metric of ``metrics`` writes per class (none for one set per case)."""
+    return metrics_table.BY_NAME[metric].keys(options)
 
 
 def instance_keys(options: Options) -> list[str]:
-    found = []
-    for metric in options.instance_metrics:
-        if metric == "detection":
-            found += INSTANCE_KEYS
-        elif metric == "panoptic":
-            found += PANOPTIC_KEYS
-        elif metric in ("size_bins", "ap"):  # issue 23: lesion-level detail (instance_detail.py)
-            from evaluation.suites.segmentation import instance_detail
-
-            found += instance_detail.bin_keys(options.size_bins) if metric == "size_bins" else list(instance_detail.AP_KEYS)
-        else:
-            for key in metric_keys(metric, options) if metric != "ref_size" else ["ref_voxels", "ref_volume"]:
-                found += [f"mean_{key}", f"std_{key}"] + ([f"pq_{key}"] if key in ("dice", "iou", "cldice") else [])
-    return found
-
-
-def higher_is_better(key: str) -> bool:
-    return not LOWER_IS_BETTER.match(key.removeprefix("instances_").removeprefix("mean_")) and not MODE_LOWER.search(key)
-
-
-# ---- issue 23: the keys of panoptica's results and the BraTS tables ----
-MODE_LOWER = re.compile(r"(^|_)(hd|hd95|assd|cedi|rvae)(_mean)?$|_HD95$")
-MODE_UNRANKABLE = re.compile(
-    r"^(n_ref_instances|n_pred_instances|.*_std|global_bin_volume_.*|instance_vo.*|.*rvd|"
-    r"(all|large|small)_instance_(tp|fp|fn)|Num_.*|GT_Complete_Volume|(instances_)?(n|tp)_(ref|pred)_bin\d+)$"
-)
-
-
-def mode_classes(mode) -> tuple[ClassDef, ...]:
-    return tuple(ClassDef(name, labels, merge, single) for name, labels, merge, single in mode.classes)
-
-
-# ---- end issue 23 ----
-
-
-def parse_classes(value, instances_input: bool) -> tuple[ClassDef, ...]:
-    """``classes``: a list of label ids, or {name: id or [ids]} (a region: the union of its
-    labels), or {name: {labels: [ids], merge, single_instance}} (a label group). Instance maps
-    have one class, their foreground, unless classes list each class's instance ids."""
-    if instances_input and not value:
-        return (ClassDef("foreground", ()),)
-    if not value:
-        raise PhaseError("phase.yaml: the segmentation suite needs 'classes' (label ids, or {name: id or [ids]})")
-    if isinstance(value, list):
-        return tuple(ClassDef(str(label), (int(label),)) for label in value)
-    found = []
-    for name, labels in value.items():
-        group = labels if isinstance(labels, dict) else {"labels": labels}
-        listed = group["labels"] if isinstance(group["labels"], list) else [group["labels"]]
-        members = tuple(sorted({int(v) for v in listed}))
-        if 0 in members:
-            raise PhaseError(f"phase.yaml: class {name!r} includes label 0, the background")
-        # ---- issue 23 (label groups) ----
-        single = bool(group.get("single_instance", False))
-        if single and (len(members) != 1 or instances_input):
-            raise PhaseError(f"phase.yaml: class {name!r} is a single instance: it needs exactly one label (semantic input)")
-        found.append(ClassDef(str(name), members, bool(group.get("merge", True)), single))
-        # ---- end issue 23 (label groups) ----
-    return tuple(found)
+    """The instance keys (unprefixed) of the phase's ``instance_metrics``, in output order."""
+    return [key for m in metrics_table.rows(options.instance_metrics) for key, _ in metrics_table.instance_kinds(m, options)]

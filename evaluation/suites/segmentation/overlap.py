@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from evaluation.suites.segmentation.options import number_key
+from evaluation.suites.segmentation.keys import number_key
 
 NAN = float("nan")
 
@@ -168,3 +168,18 @@ def deepmind(tp, fp, fn, tn, betas, corrections=()) -> dict:
 
 
 DEFINITIONS = {"panoptica": panoptica, "metricsreloaded": metricsreloaded, "monai": monai, "deepmind": deepmind}
+
+
+def _from_counts(function):
+    """The metric table's function of a definition: every overlap key from the counts."""
+
+    def measure(m) -> dict:
+        return function(*m.counts, m.options.fbeta, m.options.corrections)
+
+    measure.__name__ = f"{function.__name__}_overlap"
+    return measure
+
+
+# Definition -> the metric table's function (``Measured`` -> every overlap key): one per
+# definition, shared by every overlap row, so that a case computes its overlap keys once.
+MEASURES = {name: _from_counts(function) for name, function in DEFINITIONS.items()}

@@ -17,11 +17,15 @@ from pathlib import Path
 import yaml
 
 from evaluation.errors import PhaseError
+from evaluation.suites.segmentation import metrics_table
+from evaluation.suites.segmentation.keys import COUNT, FIELD, SCORE, TALLY, Kind, in_reference_table
 
-# panoptica's Metric enum, in its order (metrics/metrics.py: Metric), with the suite's key of
-# the same quantity and whether a higher value is better.
+# panoptica's Metric enum, in its order (metrics/metrics.py: Metric); the metric table's row of
+# the same quantity is metrics_table.BY_PANOPTICA[name].
 METRICS = ("DSC", "IOU", "ASSD", "clDSC", "RVD", "RVAE", "CEDI", "HD", "HD95", "NSD")
-DECREASING = {"ASSD", "RVD", "RVAE", "CEDI", "HD", "HD95", "NSD"}  # as panoptica flags them (NSD too)
+# panoptica's own decreasing flag (its decision metric's test), NSD included: not the ranking
+# direction, which is the metric table's
+DECREASING = {"ASSD", "RVD", "RVAE", "CEDI", "HD", "HD95", "NSD"}
 # panoptica_result.py: _INSTANCE_METRIC_SPECS, the order of the sq_/pq_ keys in its result
 SPEC_ORDER = ("IOU", "DSC", "clDSC", "ASSD", "RVD", "RVAE", "CEDI", "HD", "HD95", "NSD")
 WITH_PQ = ("IOU", "DSC", "clDSC")
@@ -84,14 +88,11 @@ def _zero_tp(no_instances=None, default=None, **specific) -> ZeroTP:
     return ZeroTP(no_instances if no_instances is not None else default, **pick)
 
 
-# EdgeCaseHandler's default table
+# EdgeCaseHandler's default table: the rows' zero-TP rules where panoptica has one
 DEFAULT_ZERO_TP = {
-    "DSC": _zero_tp(math.nan, 0.0),
-    "clDSC": _zero_tp(math.nan, 0.0),
-    "IOU": _zero_tp(math.nan, 0.0, empty_prediction=0.0),
-    "ASSD": _zero_tp(math.nan, math.inf),
-    "RVD": _zero_tp(None, math.nan),
-    "RVAE": _zero_tp(None, math.nan),
+    name: _zero_tp(*row.zero_tp)
+    for name, row in metrics_table.BY_PANOPTICA.items()
+    if row.zero_tp not in (None, metrics_table.RAISES)
 }
 
 
@@ -291,11 +292,18 @@ def _groups(groups) -> tuple[Group, ...]:
     return tuple(found)
 
 
-def result_keys(config: EvaluatorConfig) -> list[str]:
-    """Every key ``evaluate_case`` can give a group, in panoptica's order."""
-    keys = ["n_ref_instances", "n_pred_instances", "tp", "fp", "fn", "prec", "rec", "rq"]
+def _metric_kind(metric: str) -> Kind:
+    return in_reference_table(metrics_table.BY_PANOPTICA[metric].kind)
+
+
+def result_kinds(config: EvaluatorConfig) -> list[tuple[str, Kind]]:
+    """Every key ``evaluate_case`` can give a group, in panoptica's order, with its kind."""
+    found = [("n_ref_instances", TALLY), ("n_pred_instances", TALLY)]
+    found += [("tp", COUNT), ("fp", COUNT), ("fn", COUNT), ("prec", SCORE), ("rec", SCORE), ("rq", SCORE)]
     for metric in (m for m in SPEC_ORDER if m in config.instance_metrics):
         key = f"sq{suffix(metric)}"
-        keys += [key, f"{key}_std"] + ([f"pq{suffix(metric)}"] if metric in WITH_PQ else [])
-    keys += ["instance_voxel_count_ref", "instance_volume_ref", "global_bin_volume_pred", "global_bin_volume_ref"]
-    return keys + [f"global_bin_{m.lower()}" for m in METRICS if m in config.global_metrics]
+        found += [(key, _metric_kind(metric)), (f"{key}_std", FIELD)]
+        found += [(f"pq{suffix(metric)}", SCORE)] if metric in WITH_PQ else []
+    found += [(key, FIELD) for key in ("instance_voxel_count_ref", "instance_volume_ref")]
+    found += [(key, FIELD) for key in ("global_bin_volume_pred", "global_bin_volume_ref")]
+    return found + [(f"global_bin_{m.lower()}", _metric_kind(m)) for m in METRICS if m in config.global_metrics]

@@ -31,8 +31,9 @@ the volume.
 import numpy as np
 
 from evaluation.errors import PhaseError, SubmissionError
-from evaluation.suites.segmentation import distances, instances, overlap, per_instance, shape
+from evaluation.suites.segmentation import instances, metrics_table, per_instance
 from evaluation.suites.segmentation.instances import Matching, Overlaps
+from evaluation.suites.segmentation.measured import Measured
 from evaluation.suites.segmentation.panoptica_config import (
     DECREASING,
     SPEC_ORDER,
@@ -44,35 +45,33 @@ from evaluation.suites.segmentation.panoptica_config import (
 from evaluation.suites.segmentation.panoptica_config import (
     METRICS as METRIC_ORDER,
 )
-from evaluation.suites.segmentation.surfaces import Box, membership, voxel_surfaces
+from evaluation.suites.segmentation.surfaces import Box, membership
 
 NAN = float("nan")
-# panoptica metric -> the suite's per-instance metric and its key
-SUITE_METRIC = {
-    "DSC": ("dice", "dice"),
-    "IOU": ("iou", "iou"),
-    "ASSD": ("assd", "assd"),
-    "clDSC": ("cldice", "cldice"),
-    "RVD": ("volume_difference", "volume_difference"),
-    "RVAE": ("abs_volume_difference", "abs_volume_difference"),
-    "CEDI": ("centre_distance", "centre_distance"),
-    "HD": ("hd", "hd"),
-    "HD95": ("hd_percentile", "hd95"),
-    "NSD": ("nsd", "nsd_min_spacing"),
-}
 
 
 class _Reductions:
-    """What ``per_instance`` and ``distances`` read from the suite's options: HD95, and NSD at
-    the smallest spacing (panoptica's default tolerance)."""
+    """What the metric table's functions read from the suite's options: HD95, and NSD at one
+    tolerance (the smallest spacing, panoptica's default, per instance)."""
 
     percentiles = (95.0,)
     fbeta = (1.0,)
     corrections = ()
     boundary_iou_distances = (1.0,)
+    monai_subvoxels = False
 
     def __init__(self, tolerance):
         self.nsd_tolerances = (tolerance,)
+
+
+def _key(metric: str, options: _Reductions) -> str:
+    """The suite's key of a panoptica metric (its metric table row's one key)."""
+    return metrics_table.BY_PANOPTICA[metric].keys(options)[0]
+
+
+INSTANCE_OPTIONS = _Reductions("min_spacing")
+# panoptica metric -> the suite's per-instance metric and its key
+SUITE_METRIC = {name: (row.name, _key(name, INSTANCE_OPTIONS)) for name, row in metrics_table.BY_PANOPTICA.items()}
 
 
 def check_labels(truth: np.ndarray, pred: np.ndarray, config: EvaluatorConfig) -> None:
@@ -128,7 +127,7 @@ def _group(box: Box, group: Group, table, members, config, spacing, global_spaci
         matching = _match(ov, group, config)
         n_pred -= sum(len(p) - 1 for p in matching.pairs.values())  # merged predictions count once
         per_pair = per_instance.evaluate(
-            ref, pred, ov, matching, [SUITE_METRIC[m][0] for m in metrics], "panoptica", _Reductions("min_spacing"), spacing
+            ref, pred, ov, matching, [SUITE_METRIC[m][0] for m in metrics], "panoptica", INSTANCE_OPTIONS, spacing
         )
         voxel = float(np.prod(spacing))
         accepted = []
@@ -252,14 +251,15 @@ def _global(box: Box, table, members, tp: int, n_pred: int, n_ref: int, config, 
     wanted = [m for m in METRIC_ORDER if m in config.global_metrics]
     if inter == 0:
         return {f"global_bin_{m.lower()}": _zero_tp(config, m, n_pred, n_ref) for m in wanted}
-    values = overlap.panoptica(inter, n_pred_voxels - inter, n_ref_voxels - inter, 0, (1.0,))
+    options = _Reductions(tolerance)
+    counts = (inter, n_pred_voxels - inter, n_ref_voxels - inter, 0)
     global_box = Box(box.truth, box.pred, box.membership, box.default, box.origin, tuple(spacing))
-    if {"ASSD", "HD", "HD95", "NSD"} & set(wanted):
-        values.update(distances.panoptica(voxel_surfaces(global_box), (95.0,), (tolerance,), spacing))
-        values["nsd"] = values[f"nsd_{distances.number_key(tolerance)}"]
-    if {"clDSC", "CEDI"} & set(wanted):
-        masks = global_box.masks()
-        values["cldice"] = shape.cldice(*masks)["cldice"] if "clDSC" in wanted else None
-        values["centre_distance"] = shape.centre_distance(*masks, spacing, "panoptica") if "CEDI" in wanted else None
-    keys = {**{m: k for m, (_, k) in SUITE_METRIC.items()}, "NSD": "nsd"}
-    return {f"global_bin_{m.lower()}": None if values[keys[m]] is None else float(values[keys[m]]) for m in wanted}
+    measured = Measured(options, spacing, counts=counts, box=global_box)
+    values = {}
+    for function in dict.fromkeys(metrics_table.BY_PANOPTICA[m].function("panoptica") for m in wanted):
+        values.update(function(measured))  # each family's function once (Dice and IoU: one overlap pass)
+    found = {}
+    for metric in wanted:
+        value = values[_key(metric, options)]
+        found[f"global_bin_{metric.lower()}"] = None if value is None else float(value)
+    return found

@@ -16,11 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from evaluation.metrics.nearest import PointSet, both_ways, edge_points
-from evaluation.suites.segmentation import distances, overlap, shape
+from evaluation.suites.segmentation import distances, metrics_table, overlap
 from evaluation.suites.segmentation.instances import Matching, Overlaps
+from evaluation.suites.segmentation.measured import Measured
 from evaluation.suites.segmentation.surfaces import Surfaces
 
-DISTANCE_METRICS = ("hd", "hd_percentile", "assd", "masd", "nsd")
+_PAIRS = [m for m in metrics_table.METRICS if m.per_instance == "pairs"]
+DISTANCE_METRICS = tuple(m.name for m in _PAIRS if m.reads == "surfaces")  # reduced from the labelled pass
+SHAPE_METRICS = tuple(m for m in _PAIRS if m.reads == "masks")  # on each pair's masks, in the table's order
 _LUT_LIMIT = 1 << 24  # ids up to this are relabelled through a lookup table
 
 
@@ -85,7 +88,7 @@ def evaluate(
     if any(m in metrics for m in DISTANCE_METRICS):
         for r, surfaces in zip(matched, _surfaces(ref, pred, relabelling, dense, spacing)):
             results[r].update(_reduce(surfaces, definition, options, spacing))
-    if any(m in metrics for m in ("cldice", "boundary_iou", "centre_distance")):
+    if any(m.name in metrics for m in SHAPE_METRICS):
         _shapes(
             relabelling.map(ref, "ref"),
             relabelling.map(pred, "pred"),
@@ -146,11 +149,8 @@ def _shapes(ref_map, pred_map, ids, matched, results, metrics, definition, optio
         window = tuple(
             slice(max(min(b[a].start for b in boxes) - 2, 0), max(b[a].stop for b in boxes) + 2) for a in range(ref_map.ndim)
         )
-        a, b = ref_map[window] == label, pred_map[window] == label
-        if "cldice" in metrics:
-            results[r]["cldice"] = shape.cldice(a, b)["cldice"]
-        if "boundary_iou" in metrics:
-            for width in options.boundary_iou_distances:
-                results[r][f"boundary_iou_{distances.number_key(width)}"] = shape.boundary_iou(a, b, width)
-        if "centre_distance" in metrics:
-            results[r]["centre_distance"] = shape.centre_distance(a, b, spacing, definition)
+        pair = Measured(options, spacing, masks=(ref_map[window] == label, pred_map[window] == label))
+        for metric in SHAPE_METRICS:
+            if metric.name in metrics:
+                values = metric.function(definition)(pair)
+                results[r].update({key: values[key] for key in metric.keys(options)})

@@ -4,9 +4,9 @@ per-case table), built with the shared helpers of ``evaluation.figures``."""
 
 import html
 
-from evaluation import figures
+from evaluation import charts, figures
 from evaluation.suites.segmentation.aggregate import defined, flat
-from evaluation.suites.segmentation.options import UNRANKABLE, Options, higher_is_better
+from evaluation.suites.segmentation.options import Options
 
 MAX_PLOTS = 12  # box plots drawn (the first scores, in output order)
 STYLE = (
@@ -31,22 +31,18 @@ def _number(value) -> str:
 def _plots(options: Options, scored: dict[str, dict], keys: list[str]) -> str:
     """A box plot per key, one box per class (inline SVG: the report costs no figure render)."""
     names = [c.name for c in options.classes]
-    panels = [
-        (
-            key,
-            names,
-            [[float(v) for v in (flat(value["classes"][n]).get(key) for value in scored.values()) if defined(v)] for n in names],
-        )
+    boxes = [
+        charts.boxes(key, names, [[flat(value["classes"][n]).get(key) for value in scored.values()] for n in names])
         for key in keys
     ]
-    return figures.svg_box_plots(panels, "box plots of the metrics per class")
+    return charts.row(boxes, "box plots of the metrics per class")
 
 
 def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str], summary: dict, keys: list[str], score) -> str:
     parts = [
         f"<h1>Segmentation evaluation</h1><p>{len(scored)} case(s) scored, {len(failed)} failed. Ranking: "
         f"{html.escape(options.ranking)} ({options.ranking_statistic} over cases, mean over classes) = {_number(score)}"
-        + ("" if higher_is_better(options.ranking) else " (negated: lower is better for this metric)")
+        + ("" if options.kind(options.ranking).higher_is_better else " (negated: lower is better for this metric)")
         + ".</p>",
         "<p>Definitions chosen: "
         + ", ".join(f"{html.escape(f)}: {html.escape(d)}" for f, d in options.definitions.items())
@@ -62,7 +58,7 @@ def html_report(options: Options, scored: dict[str, dict], failed: dict[str, str
     ]
     parts += ["<h2>Statistics per class</h2>", figures.table(header, body)]
     if scored:
-        scores = [k for k in keys if not UNRANKABLE.match(k.removeprefix("instances_"))]  # not counts and sizes
+        scores = [k for k in keys if options.kind(k).plotted]  # not counts and sizes
         if scores:
             parts += ["<h2>Per class</h2>", _plots(options, scored, scores[:MAX_PLOTS])]
     rows = [

@@ -17,16 +17,15 @@ import numpy as np
 
 from evaluation import public
 from evaluation.errors import SubmissionError
-from evaluation.metrics import surfels
 from evaluation.metrics.jit import numba
 from evaluation.metrics.nearest import as_3d
-from evaluation.suites.segmentation import distances, empties, instance_scores, multiclass, overlap, shape
+from evaluation.suites.segmentation import empties, instance_scores, metrics_table
 from evaluation.suites.segmentation.inputs import CaseTask, read_case, read_prediction, refuse_unknown_labels
 from evaluation.suites.segmentation.instances import components
-from evaluation.suites.segmentation.options import DISTANCE, OVERLAP, Options, metric_keys
-from evaluation.suites.segmentation.surfaces import Box, membership, monai_area_table, surfel_surfaces, voxel_surfaces
+from evaluation.suites.segmentation.measured import Measured
+from evaluation.suites.segmentation.options import Options, metric_keys
+from evaluation.suites.segmentation.surfaces import Box, membership
 
-SHAPE = {"boundary_iou", "cldice", "topology", "centre_distance"}
 # The preflight's time model: the 256^3 benchmark volume with 400 instances scores in 0.36 s
 # (docs/suites/segmentation.md, "Speed"), 21 s per G voxel; rounded up.
 SECONDS_PER_GVOXEL = 25.0
@@ -120,7 +119,7 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         window = class_window(low, high, members, truth.ndim)
         lookup, default = membership(cls.labels)
         box = Box(truth[window], pred[window], lookup, default, tuple(w.start for w in window), tuple(spacing))
-        results[cls.name], found = score_class(options, table, members, box, cls)
+        results[cls.name], found = score_class(options, table, members, box, cls, truth.shape)
         if found is not None:
             details[cls.name] = found
     diagonal = math.sqrt(sum((n * s) ** 2 for n, s in zip(truth.shape, spacing)))
@@ -132,8 +131,9 @@ def score_arrays(truth: np.ndarray, pred: np.ndarray, spacing: tuple[float, ...]
         "instances": details,
         "empty": empty,  # each class's empty-mask situation, for the census
     }
-    if "multiclass" in options.metrics:  # over the label slots: the background and each declared label
-        found["multiclass"] = multiclass.measures(table)
+    for metric in metrics_table.rows(options.metrics):
+        if metric.per_case:  # over the label slots: the background and each declared label
+            found[metric.name] = metric.function(metric.fallback)(table)
     return found
 
 
@@ -161,35 +161,21 @@ def class_window(low: np.ndarray, high: np.ndarray, members: np.ndarray, ndim: i
     return tuple(slice(int(low[present, a].min()), int(high[present, a].max())) for a in range(ndim))
 
 
-def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box, cls=None):
+def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: Box, cls=None, image_shape=None):
     """All metrics of one class (its slots ``members``, its ``box``) and its instance matches."""
     tp = int(table[np.ix_(members, members)].sum())
     n_ref, n_pred = int(table[members, :].sum()), int(table[:, members].sum())
     counts = (tp, n_pred - tp, n_ref - tp, int(table.sum()) - n_ref - n_pred + tp)
-    out = {}
-    wanted = set(options.metrics)
-    if wanted & set(OVERLAP):
-        out.update(overlap.DEFINITIONS[options.definition("overlap")](*counts, options.fbeta, options.corrections))
-    if wanted & set(DISTANCE):
-        out.update(distance_metrics(options, box))
-    grouped = cls is not None and bool(cls.labels)  # a class of listed labels (or instance ids)
-    masks = (
-        box.masks() if wanted & set(SHAPE) or (options.instance_evaluation and (grouped or not options.instances_input)) else None
-    )
-    if "boundary_iou" in wanted:
-        out.update(
-            {f"boundary_iou_{distances.number_key(d)}": shape.boundary_iou(*masks, d) for d in options.boundary_iou_distances}
-        )
-    if wanted & {"cldice", "topology"}:
-        out.update(shape.cldice(*masks))
-    if "centre_distance" in wanted:
-        out["centre_distance"] = shape.centre_distance(*masks, box.spacing, options.definition("centre"))
+    measured = Measured(options, box.spacing, counts=counts, box=box, image_shape=image_shape)
+    out = measured.values
+    for function in metrics_table.class_functions(options):  # every family's function, once
+        out.update(function(measured))
     found = {key: out.get(key) for metric in options.metrics for key in metric_keys(metric, options)}
     empties.apply_panoptica_global(found, options, tp, n_ref, n_pred)
     empties.apply(found, options, n_ref, n_pred)
     details = None
     if options.instance_evaluation:
-        ref_instances, pred_instances = _instance_maps(options, box, masks, cls)
+        ref_instances, pred_instances = _instance_maps(options, box, measured, cls)
         single = cls is not None and cls.single_instance
         summary, details = instance_scores.evaluate(
             ref_instances, pred_instances, options, _instance_spacing(options, box.spacing), box.spacing, single
@@ -199,31 +185,21 @@ def score_class(options: Options, table: np.ndarray, members: np.ndarray, box: B
     return found, details
 
 
-def _instance_maps(options: Options, box: Box, masks, cls) -> tuple[np.ndarray, np.ndarray]:
+def _instance_maps(options: Options, box: Box, measured: Measured, cls) -> tuple[np.ndarray, np.ndarray]:
     """The instances of one class in its box: the instance ids (of the class's ids, when the
     classes list them), or the connected components of the class (of each label on its own
     for a label group that is not merged, panoptica's LabelGroup; the whole class for a
     single-instance class)."""
     if options.instances_input:
-        return (box.truth, box.pred) if not cls.labels else tuple(np.where(m, a, 0) for m, a in zip(masks, (box.truth, box.pred)))
+        if not cls.labels:
+            return box.truth, box.pred
+        return tuple(np.where(m, a, 0) for m, a in zip(measured.masks, (box.truth, box.pred)))
     if cls is not None and cls.single_instance:
-        return tuple(m.view(np.uint8) for m in masks)
+        return tuple(m.view(np.uint8) for m in measured.masks)
     full = _full_connectivity(options, box.truth.ndim)
     if cls is not None and not cls.merge and len(cls.labels) > 1:
-        return tuple(components(np.where(m, a, 0), full) for m, a in zip(masks, (box.truth, box.pred)))
-    return tuple(components(m, full) for m in masks)
-
-
-def distance_metrics(options: Options, box: Box) -> dict:
-    definition = options.definition("distance")
-    arguments = (options.percentiles, options.nsd_tolerances, box.spacing)
-    if definition == "deepmind":
-        return distances.deepmind(surfel_surfaces(box, surfels.area_table(box.spacing)), *arguments)
-    voxels = voxel_surfaces(box)
-    if definition == "monai":
-        corners = surfel_surfaces(box, monai_area_table(box.spacing)) if options.monai_subvoxels else None
-        return distances.monai(voxels, *arguments, surfels=corners)
-    return {"panoptica": distances.panoptica, "metricsreloaded": distances.metricsreloaded}[definition](voxels, *arguments)
+        return tuple(components(np.where(m, a, 0), full) for m, a in zip(measured.masks, (box.truth, box.pred)))
+    return tuple(components(m, full) for m in measured.masks)
 
 
 def _full_connectivity(options: Options, ndim: int) -> bool:

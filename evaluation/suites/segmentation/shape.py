@@ -7,6 +7,7 @@ import numpy as np
 
 from evaluation.metrics import portable
 from evaluation.metrics.nearest import boundary
+from evaluation.suites.segmentation.keys import number_key
 from evaluation.suites.segmentation.surfaces import bounding_box
 
 NAN = float("nan")
@@ -70,3 +71,25 @@ def centre_distance(ref: np.ndarray, pred: np.ndarray, spacing, definition: str)
     if definition == "metricsreloaded":
         return math.sqrt(portable.dot(np.square(-difference), np.square(np.asarray(spacing, np.float64))))
     return portable.norm(np.multiply(difference, spacing))
+
+
+# --------------------------------------------------------------------------------------------
+# The metric table's functions (a ``Measured`` -> its keys)
+
+
+def cldice_measure(m) -> dict:
+    return cldice(*m.masks)
+
+
+def boundary_iou_measure(m) -> dict:
+    return {f"boundary_iou_{number_key(d)}": boundary_iou(*m.masks, d) for d in m.options.boundary_iou_distances}
+
+
+def cedi(m) -> dict:
+    """panoptica's ``CEDI``, also the centre distance of the definitions that have none."""
+    return {"centre_distance": centre_distance(*m.masks, m.spacing, "panoptica")}
+
+
+def com_dist(m) -> dict:
+    """MetricsReloaded's ``com_dist``."""
+    return {"centre_distance": centre_distance(*m.masks, m.spacing, "metricsreloaded")}
