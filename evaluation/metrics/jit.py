@@ -24,7 +24,7 @@ took, so that a first run never sits silent.
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import numba
@@ -42,7 +42,7 @@ def _load_array_support() -> None:
     if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
         return
     blocked = "scipy" if "scipy" not in sys.modules else "scipy.linalg"
-    sys.modules[blocked] = None  # an import of it raises ImportError at once
+    sys.modules[blocked] = None  # type: ignore[assignment]  # an import of it raises ImportError at once
     try:
         import numba.np.arraymath  # noqa: F401
     finally:
@@ -81,10 +81,13 @@ def run(kernel: Callable[..., Value], fallback: Callable[..., Value], *args: Any
     return fallback(*args)
 
 
-_BACKGROUND: list = []  # (what, compile_all, equivalents, started, child pid) of ``warm_up(background=True)``
+# (what, compile_all, equivalents, started, child pid) of ``warm_up(background=True)``
+_BACKGROUND: list[tuple[str, Callable[[], object], bool, float, int]] = []
 
 
-def warm_up(what: str, compile_all, modules=(), equivalents: bool = True, background: bool = False) -> None:
+def warm_up(
+    what: str, compile_all: Callable[[], object], modules: Iterable[str] = (), equivalents: bool = True, background: bool = False
+) -> None:
     """Compile (or load from numba's cache) a group of kernels once, e.g. in a parent process
     before it forks its workers: ``compile_all()`` calls each on tiny inputs. When a module
     of ``modules`` (their ``__file__``) has nothing fresh in numba's cache, says so first: the
@@ -135,7 +138,7 @@ def settle() -> None:
         log.get(__name__).info("kernels_compiled", kernels=what, seconds=round(time.perf_counter() - started, 1))
 
 
-def _compile(compile_all, equivalents: bool) -> None:
+def _compile(compile_all: Callable[[], object], equivalents: bool) -> None:
     if not equivalents:
         compile_all()
         return

@@ -13,6 +13,8 @@ afterwards, by sorting them, not by a hash table in the kernel (numba compiles a
 dictionary in seconds, which the first run after an install pays).
 """
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from evaluation.metrics import jit
@@ -20,7 +22,16 @@ from evaluation.metrics.jit import numba
 
 
 @numba.njit(cache=True, nogil=True)
-def _component_stats(labels, start, sizes, first, boxes, at, length, which):
+def _component_stats(
+    labels: np.ndarray,
+    start: int,
+    sizes: np.ndarray,
+    first: np.ndarray,
+    boxes: np.ndarray,
+    at: np.ndarray,
+    length: np.ndarray,
+    which: np.ndarray,
+) -> tuple[int, int, int]:  # pragma: no cover - compiled
     """From row ``start`` (``z * ny + y``) on: sizes, first voxels and boxes from the runs of
     equal labels along x, and the runs themselves into ``at``, ``length``, ``which`` (when they
     have room at all) while they have room for a whole row; (rows holding a label, runs
@@ -73,7 +84,15 @@ def _component_stats(labels, start, sizes, first, boxes, at, length, which):
 
 
 @numba.njit(cache=True, nogil=True)
-def _overlaps(values, labels, start, run_value, run_label, run_length, run_at):
+def _overlaps(
+    values: np.ndarray,
+    labels: np.ndarray,
+    start: int,
+    run_value: np.ndarray,
+    run_label: np.ndarray,
+    run_length: np.ndarray,
+    run_at: np.ndarray,
+) -> tuple[int, int]:  # pragma: no cover - compiled
     """From row ``start`` on: the runs of equal (value, label) along x where value > 0 (value
     as int64, label, length, (z, y, x) start) while the arrays have room for a whole row;
     (runs written, the row to resume from: ``nz * ny`` when done)."""
@@ -105,13 +124,18 @@ def _overlaps(values, labels, start, run_value, run_label, run_length, run_at):
     return run, row
 
 
-def _capacity(shape) -> int:
+def _capacity(shape: tuple[int, ...]) -> int:
     """Runs first made room for: a few per row (large objects), at least one row's worth."""
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     return max(int(shape[-1]), 4 * rows, 1024)
 
 
-def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
+Runs = tuple[np.ndarray, np.ndarray, np.ndarray]  # (z, y, x start) int32 rows, lengths, labels or values
+
+
+def component_stats(
+    labels: np.ndarray, n: int, keep_runs: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, Runs | None]:
     """For connected-component labels 1..n of a 3-D block (numbered in raster order of their
     first voxel, as ``cc3d.connected_components`` numbers them): int64 voxel counts ``[n + 1]``
     (index 0 unused, 0), raster index of each label's first voxel ``[n + 1]``, bounding boxes
@@ -122,9 +146,11 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
     first = np.full(n + 1, -1, np.int64)
     boxes = np.zeros((n + 1, 6), np.int64)
 
-    def compiled(labels, n, sizes, first, boxes, keep_runs):
+    Found = tuple[int, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+    def compiled(labels: np.ndarray, n: int, sizes: np.ndarray, first: np.ndarray, boxes: np.ndarray, keep_runs: bool) -> Found:
         capacity = _capacity(labels.shape) if keep_runs else 0
-        rows, row, kept = 0, 0, []
+        rows, row, kept = 0, 0, list[Runs]()
         while True:
             at, length, which = np.empty((capacity, 3), np.int32), np.empty(capacity, np.int32), np.empty(capacity, np.int64)
             found, count, row = _component_stats(labels, row, sizes, first, boxes, at, length, which)
@@ -136,11 +162,13 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
         if not keep_runs:
             return rows, None, None, None
         if len(kept) == 1:
-            return rows, *(np.array(a) for a in kept[0])  # a copy of the part written
-        return rows, *(np.concatenate(parts) for parts in zip(*kept))
+            at, length, which = (np.array(a) for a in kept[0])  # a copy of the part written
+            return rows, at, length, which
+        at, length, which = (np.concatenate(parts) for parts in zip(*kept))
+        return rows, at, length, which
 
-    def fallback(labels, n, sizes, first, boxes, keep_runs):
-        from scipy import ndimage
+    def fallback(labels: np.ndarray, n: int, sizes: np.ndarray, first: np.ndarray, boxes: np.ndarray, keep_runs: bool) -> Found:
+        from scipy import ndimage  # type: ignore[import-untyped]  # scipy has no type information
 
         flat = labels.reshape(-1)
         counts = np.bincount(flat.astype(np.intp), minlength=n + 1)
@@ -155,7 +183,8 @@ def component_stats(labels: np.ndarray, n: int, keep_runs: bool = False):
         return (rows, *_label_runs(labels)) if keep_runs else (rows, None, None, None)
 
     rows, at, length, which = jit.run(compiled, fallback, labels, n, sizes, first, boxes, keep_runs)
-    return sizes, first, boxes, int(rows), ((at, length, which) if keep_runs else None)
+    runs = (at, length, which) if at is not None and length is not None and which is not None else None
+    return sizes, first, boxes, int(rows), runs
 
 
 def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -176,7 +205,11 @@ def id_boxes(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return boxes
 
 
-def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
+Overlaps = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, Runs]
+RunGroups = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int) -> Overlaps:
     """One pass over a 3-D block of integer ``values`` (e.g. truth ids, of any integer or
     boolean dtype) and its component ``labels`` (1..``n_labels``, 0 = background), restricted
     to ``values > 0``: (distinct values, ascending, as uint64; their boxes ``[k, 6]``; the
@@ -189,7 +222,7 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
     values = np.ascontiguousarray(values.view(np.uint8) if values.dtype == bool else values)
     labels = np.ascontiguousarray(labels)
 
-    def fallback(values, labels):
+    def fallback(values: np.ndarray, labels: np.ndarray) -> RunGroups:
         fg = values > 0
         rows = values.reshape(-1, values.shape[-1])
         change = np.ones(rows.shape, bool)  # a run starts where value or label changes
@@ -208,8 +241,8 @@ def overlaps(values: np.ndarray, labels: np.ndarray, n_labels: int):
             at,
         )
 
-    def compiled(values, labels):
-        capacity, row, kept = _capacity(values.shape), 0, []
+    def compiled(values: np.ndarray, labels: np.ndarray) -> RunGroups:
+        capacity, row, kept = _capacity(values.shape), 0, list[tuple[np.ndarray, ...]]()
         while True:
             arrays = np.empty(capacity, np.int64), np.empty(capacity, np.int64), np.empty(capacity, np.int64)
             at = np.empty((capacity, 3), np.int32)
@@ -252,7 +285,7 @@ def _run_boxes(index: np.ndarray, at: np.ndarray, length: np.ndarray, count: int
     return boxes
 
 
-def _label_runs(labels: np.ndarray):
+def _label_runs(labels: np.ndarray) -> Runs:
     """Runs of equal non-zero ``labels`` along x of a 3-D block: ((z, y, x start) int32 rows,
     int32 lengths, int64 labels), in raster order (the numpy equivalent of the runs that
     ``_component_stats`` keeps)."""
@@ -266,7 +299,9 @@ def _label_runs(labels: np.ndarray):
     return at, (ends - starts + 1).astype(np.int32), labels.ravel()[starts].astype(np.int64)
 
 
-def warm_up(value_dtypes=(np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64), runs: bool = True) -> None:
+def warm_up(
+    value_dtypes: Iterable[type | np.dtype] = (np.uint8, np.uint16, np.uint32, np.uint64, np.int32, np.int64), runs: bool = True
+) -> None:
     """Compile (or load from numba's cache) the kernels for truth values of these dtypes once,
     e.g. in a parent process before it forks a worker per task, so that no worker pays for it
     (components are always labelled as uint32: ``instances.tile_components``); ``runs``: also
@@ -274,7 +309,7 @@ def warm_up(value_dtypes=(np.uint8, np.uint16, np.uint32, np.uint64, np.int32, n
     needs: each kernel and dtype costs the first run after an install 0.2 s. If compiling
     fails, the numpy equivalents are used from then on (same results, slower)."""
 
-    def compile_all():
+    def compile_all() -> None:
         labels = np.zeros((1, 1, 2), np.uint32)
         stats = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, 6), np.int64)
         _component_stats(labels, 0, *stats, np.zeros((0, 3), np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
@@ -290,22 +325,22 @@ def warm_up(value_dtypes=(np.uint8, np.uint16, np.uint32, np.uint64, np.int32, n
 
 
 @numba.njit(cache=True, nogil=True)
-def _paint(mask, at, length, origin):
+def _paint(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin: np.ndarray) -> None:  # pragma: no cover - compiled
     for i in range(at.shape[0]):
         z, y, x = at[i, 0] - origin[0], at[i, 1] - origin[1], at[i, 2] - origin[2]
         for j in range(x, x + length[i]):
             mask[z, y, j] = True
 
 
-def paint_runs(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin) -> np.ndarray:
+def paint_runs(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin: object) -> np.ndarray:
     """Set the runs ((z, y, x start) rows and lengths, in the coordinates ``origin`` is given in)
     in the boolean 3-D ``mask``, which must hold them all."""
-    origin = np.asarray(origin, np.int64)
+    offset = np.asarray(origin, np.int64)
 
-    def fallback(mask, at, length, origin):
+    def fallback(mask: np.ndarray, at: np.ndarray, length: np.ndarray, origin: np.ndarray) -> None:
         for (z, y, x), n in zip(at - origin, length):
             mask[z, y, x : x + n] = True
 
     if len(at):
-        jit.run(_paint, fallback, mask, np.ascontiguousarray(at, np.int32), np.ascontiguousarray(length, np.int32), origin)
+        jit.run(_paint, fallback, mask, np.ascontiguousarray(at, np.int32), np.ascontiguousarray(length, np.int32), offset)
     return mask
