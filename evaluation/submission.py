@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.archive import Limits, extract, is_archive
-from evaluation.errors import SubmissionError, participant_file
+from evaluation.errors import PhaseError, SubmissionError, participant_file
+from evaluation.phase import Phase
 from evaluation.readers import images, untrusted
 
 PLATFORM_FILES = frozenset({"metadata", "inputs.json"})
@@ -60,6 +61,29 @@ class Submission:
 
     def _is_set_aside(self, path: Path) -> bool:
         return path.parent == self.root and path.name in self.set_aside
+
+
+def truth_files(phase: Phase, folder: str) -> dict[str, Path]:
+    """Case name -> truth file, from a truth folder of the phase, read as an upload is (one
+    label map per case, named after it). The files are the organizer's: any problem with them
+    is the phase's, never the participant's."""
+    path = phase.path(folder)
+    if not path.is_dir():
+        raise PhaseError(f"phase.yaml: the truth folder {folder!r} does not exist")
+    try:
+        cases = Submission(path).case_files()
+    except SubmissionError as exc:
+        raise PhaseError(f"truth folder: {exc}") from None
+    if not cases:
+        raise PhaseError("the truth folder holds no label maps")
+    return cases
+
+
+def refuse_dotted(cases: dict[str, Path]) -> None:
+    """Truth case names become metrics.json keys, which cannot hold a dot."""
+    dotted = sorted(case for case in cases if "." in case)
+    if dotted:
+        raise PhaseError(f"truth case names must not contain dots (metrics keys cannot): {dotted[0]!r}")
 
 
 def pair_cases(submitted: dict[str, Path], truth: dict[str, Path], policy: str, where: str = "") -> list[str]:

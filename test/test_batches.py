@@ -48,3 +48,29 @@ def test_a_batch_names_every_unusable_case_at_once():
     with pytest.raises(SubmissionError) as raised:
         every_case(batch, score)
     assert str(raised.value) == "b.nii.gz: broken (and 4 more: c.nii.gz: broken; d.nii.gz: broken; e.nii.gz: broken ...)"
+
+
+@pytest.mark.parametrize("suite", ["segmentation", "detection", "multiclass"])
+def test_a_truth_folder_that_cannot_be_read_is_the_phases_problem(tmp_path, suite):
+    """Every suite reading a folder of truth label maps refuses a missing, an empty or a
+    dotted one as a phase error (exit 1, never the participant's fault), naming the folder."""
+    import numpy as np
+
+    from evaluation.errors import PhaseError
+    from evaluation.phase import Phase
+    from evaluation.suites import detection, multiclass, segmentation
+
+    inputs = {"segmentation": segmentation.inputs, "detection": detection.inputs, "multiclass": multiclass.inputs}[suite]
+    options = type("Options", (), {"truth": "labels", "case_weights": {}})()
+    phase = Phase(root=tmp_path, suite=suite)
+    with pytest.raises(PhaseError, match="the truth folder 'labels' does not exist"):
+        inputs.truth_cases(phase, options)
+    (tmp_path / "labels").mkdir()
+    with pytest.raises(PhaseError, match="holds no label maps"):
+        inputs.truth_cases(phase, options)
+    np.save(tmp_path / "labels" / "case.a.npy", np.zeros((2, 2), np.uint8))
+    if suite == "multiclass":  # dots are written otherwise in its keys
+        assert list(inputs.truth_cases(phase, options)) == ["case.a"]
+    else:
+        with pytest.raises(PhaseError, match="must not contain dots"):
+            inputs.truth_cases(phase, options)

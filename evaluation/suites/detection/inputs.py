@@ -24,7 +24,7 @@ from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file, participant_file
 from evaluation.phase import Phase
 from evaluation.readers import images, untrusted
-from evaluation.submission import Submission, pair_cases
+from evaluation.submission import Submission, pair_cases, refuse_dotted, truth_files
 from evaluation.suites.detection.options import Extraction, Matching, Options
 
 _log = log.get(__name__)
@@ -61,19 +61,10 @@ class Context:
 
 
 def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
-    """Case name -> truth file (the organizer's: any problem is the phase's)."""
-    folder = phase.path(options.truth)
-    if not folder.is_dir():
-        raise PhaseError(f"phase.yaml: the truth folder {options.truth!r} does not exist")
-    try:
-        cases = Submission(folder).case_files()
-    except SubmissionError as exc:
-        raise PhaseError(f"truth folder: {exc}") from None
-    if not cases:
-        raise PhaseError("the truth folder holds no label maps")
-    dotted = sorted(case for case in cases if "." in case)
-    if dotted:
-        raise PhaseError(f"truth case names must not contain dots (metrics keys cannot): {dotted[0]!r}")
+    """Case name -> truth file, from the phase's truth folder; the phase's case weights name
+    only its cases."""
+    cases = truth_files(phase, options.truth)
+    refuse_dotted(cases)
     unknown = sorted(set(options.case_weights) - set(cases))
     if unknown:
         raise PhaseError(f"phase.yaml: case_weights names {unknown[0]!r}, which is no case of the truth folder")

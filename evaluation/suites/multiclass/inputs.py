@@ -18,7 +18,7 @@ from evaluation.contract import Payload, Plan, Resources, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
-from evaluation.submission import Submission, entries, pair_cases
+from evaluation.submission import Submission, entries, pair_cases, truth_files
 from evaluation.suites.multiclass.options import Options
 
 _log = log.get(__name__)
@@ -104,15 +104,9 @@ def find_models(submission: Submission, max_models: int) -> dict[str, dict[str, 
 
 
 def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
-    folder = phase.path(options.truth)
-    if not folder.is_dir():
-        raise PhaseError(f"phase.yaml: the truth folder {options.truth!r} does not exist")
-    try:
-        cases = Submission(folder).case_files()
-    except SubmissionError as exc:
-        raise PhaseError(f"truth folder: {exc}") from None
-    if not cases:
-        raise PhaseError("the truth folder holds no label maps")
+    """Case name -> truth file, from the phase's truth folder; names may hold dots (a key
+    writes them otherwise) but no two may become one key."""
+    cases = truth_files(phase, options.truth)
     keys = {}
     for case in cases:
         if keys.setdefault(json_key(case), case) != case:

@@ -21,7 +21,7 @@ from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_f
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.readers.volume import Volume
-from evaluation.submission import Submission
+from evaluation.submission import refuse_dotted, truth_files
 from evaluation.suites.segmentation.options import Options
 
 # Peak bytes per voxel of a case: both label maps (up to 8 bytes each as read, int64 after a
@@ -55,23 +55,9 @@ class CaseTask(Payload):
 
 
 def truth_cases(phase: Phase, options: Options) -> dict[str, Path]:
-    """Case name -> truth file, from the phase's truth folder (the organizer's files: any
-    problem is the phase's, not the participant's)."""
-    folder = phase.path(options.truth)
-    problem = None if folder.is_dir() else f"phase.yaml: the truth folder {options.truth!r} does not exist"
-    cases: dict[str, Path] = {}
-    if problem is None:
-        try:
-            cases = Submission(folder).case_files()
-        except SubmissionError as exc:
-            problem = f"truth folder: {exc}"
-    dotted = sorted(case for case in cases if "." in case)
-    if problem is None and not cases:
-        problem = "the truth folder holds no label maps"
-    elif problem is None and dotted:
-        problem = f"truth case names must not contain dots (metrics keys cannot): {dotted[0]!r}"
-    if problem:
-        raise PhaseError(problem)
+    """Case name -> truth file, from the phase's truth folder."""
+    cases = truth_files(phase, options.truth)
+    refuse_dotted(cases)
     return cases
 
 
