@@ -406,6 +406,7 @@ def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypat
     if seed % 3 == 1:  # large boxes as packed masks
         from evaluation.metrics.hausdorff import packed, planning
 
+        monkeypatch.setattr(planning, "DENSE_BOX", 0)  # no union box searched whole: own boxes or packed
         monkeypatch.setattr(planning, "BOX_VOXELS", 100)
         monkeypatch.setattr(packed, "SLAB_PLANES", 4 * (1 + seed % 2))
         monkeypatch.setattr(packed, "KEEP_POINTS", 25)
