@@ -44,7 +44,7 @@ RUN --mount=type=secret,id=pip_cert \
  && find /opt/app/venv -depth \( -name tests -o -name __pycache__ \) -type d -path '*/site-packages/*' -exec rm -rf {} + \
  && /opt/app/venv/bin/python -m compileall -q /opt/app/venv/lib \
  && /opt/app/venv/bin/python -c "from evaluation import cli, suites; [suites.get(name) for name in suites.names()]" \
- && /opt/app/venv/bin/python -c "from evaluation.metrics import hausdorff, label_stats, lee_thinning; lee_thinning.warm_up(); label_stats.warm_up(); hausdorff.warm_up()" \
+ && /opt/app/venv/bin/python -c "from evaluation.metrics import label_stats, lee_thinning; from evaluation.metrics.hausdorff import scans; lee_thinning.warm_up(); label_stats.warm_up(); scans.warm_up()" \
  && /opt/app/venv/bin/python -c "from evaluation.suites.cellmap import linear; linear.warm_up([bool, 'uint8', 'float32', 'float64'])" \
  && /opt/app/venv/bin/python -c "from evaluation.suites import segmentation; segmentation.warm_up_every_definition()"
 

@@ -251,27 +251,27 @@ def tiling(request, monkeypatch):
     ``tiles-reread``: the distances read the volumes again instead of the recorded runs;
     ``tiles-sparse``: every instance measured by the sparse path (sets gathered box by box)."""
     if request.param.startswith("tiles"):
-        from evaluation.metrics import hausdorff
+        from evaluation.metrics.hausdorff import directed, packed, planning
         from evaluation.suites.cellmap import volumes
 
         monkeypatch.setattr(volumes, "TILE_VOXELS", 300)
         monkeypatch.setattr(volumes, "SEMANTIC_TILE_BYTES", 2000)
-        monkeypatch.setattr(hausdorff, "DENSE_BOX", 100)
-        monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 0)
-        monkeypatch.setattr(hausdorff, "FEW_POINTS", 1)
-        monkeypatch.setattr(hausdorff, "LEVELS", (4, 3, 2))
+        monkeypatch.setattr(planning, "DENSE_BOX", 100)
+        monkeypatch.setattr(directed, "DIRECT_QUERIES", 0)
+        monkeypatch.setattr(directed, "FEW_POINTS", 1)
+        monkeypatch.setattr(directed, "LEVELS", (4, 3, 2))
         # boxes above 200 voxels as packed masks, 4 planes at a time, outside voxels kept up to 40
-        monkeypatch.setattr(hausdorff, "BOX_VOXELS", 200)
-        monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4)
-        monkeypatch.setattr(hausdorff, "KEEP_POINTS", 40)
-        monkeypatch.setattr(hausdorff, "PACKED_BYTES", 300)
+        monkeypatch.setattr(planning, "BOX_VOXELS", 200)
+        monkeypatch.setattr(packed, "SLAB_PLANES", 4)
+        monkeypatch.setattr(packed, "KEEP_POINTS", 40)
+        monkeypatch.setattr(packed, "PACKED_BYTES", 300)
         from evaluation.suites.cellmap import instances
 
         monkeypatch.setattr(instances, "OVERLAP_VOXELS", 50)
         if request.param == "tiles-reread":
             monkeypatch.setattr(instances, "RUN_BYTES", 0)
         if request.param == "tiles-sparse":
-            monkeypatch.setattr(hausdorff, "SPARSE_BOX_FACTOR", 0)
+            monkeypatch.setattr(planning, "SPARSE_BOX_FACTOR", 0)
     return request.param
 
 
@@ -404,11 +404,12 @@ def test_tiled_instances_equal_the_whole_array_on_unusual_values(seed, monkeypat
     if seed % 4 == 3:  # the numpy equivalents of the compiled kernels
         monkeypatch.setattr(jit, "broken", True)
     if seed % 3 == 1:  # large boxes as packed masks
-        from evaluation.metrics import hausdorff
+        from evaluation.metrics.hausdorff import packed, planning
 
-        monkeypatch.setattr(hausdorff, "BOX_VOXELS", 100)
-        monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4 * (1 + seed % 2))
-        monkeypatch.setattr(hausdorff, "KEEP_POINTS", 25)
+        monkeypatch.setattr(planning, "DENSE_BOX", 0)  # no union box searched whole: own boxes or packed
+        monkeypatch.setattr(planning, "BOX_VOXELS", 100)
+        monkeypatch.setattr(packed, "SLAB_PLANES", 4 * (1 + seed % 2))
+        monkeypatch.setattr(packed, "KEEP_POINTS", 25)
     rng = np.random.default_rng(seed)
     shape = tuple(int(rng.integers(3, 18)) for _ in range(3))
     truth = truth_instances(rng, shape, rng.choice([np.uint8, np.uint32]), 0)
@@ -442,31 +443,31 @@ def _blobs(rng, shape, count, radius):
 @pytest.mark.parametrize("path", ["scan", "scan-gives-up", "direct", "cells", "edt", "own", "own-tree", "own-local", "packed"])
 @pytest.mark.parametrize("seed", sampled(range(30), 3))
 def test_hausdorff_search_paths_equal_the_reference_algorithm(seed, path, monkeypatch):
-    from evaluation.metrics import hausdorff
+    from evaluation.metrics.hausdorff import directed, own, packed, planning, scans
 
     if path == "scan-gives-up":  # the compiled scan stops part-way and the k-d tree takes over
-        monkeypatch.setattr(hausdorff, "SCAN_STEPS", 0.02)
+        monkeypatch.setattr(scans, "SCAN_STEPS", 0.02)
     elif path.startswith("own") or path == "packed":  # each set on its own box; or bit-packed masks of the union box
-        monkeypatch.setattr(hausdorff, "DENSE_BOX", 0)
+        monkeypatch.setattr(planning, "DENSE_BOX", 0)
         if path == "own-tree":  # never the local search: the k-d tree's branch and bound
-            monkeypatch.setattr(hausdorff, "LOCAL_SHARE", 2.0)
+            monkeypatch.setattr(own, "LOCAL_SHARE", 2.0)
         if path == "own-local":  # always the local search, a short one: the tree for the voxels beyond it
-            monkeypatch.setattr(hausdorff, "LOCAL_SHARE", 0.0)
-            monkeypatch.setattr(hausdorff, "LOCAL_RADIUS", float(np.random.default_rng(seed).choice([1.0, 1.5, 2.5])))
-        monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 0)
-        monkeypatch.setattr(hausdorff, "FEW_POINTS", int(np.random.default_rng(seed).integers(0, 20)))
-        monkeypatch.setattr(hausdorff, "LEVELS", (8, 5, 3, 2))
+            monkeypatch.setattr(own, "LOCAL_SHARE", 0.0)
+            monkeypatch.setattr(own, "LOCAL_RADIUS", float(np.random.default_rng(seed).choice([1.0, 1.5, 2.5])))
+        monkeypatch.setattr(directed, "DIRECT_QUERIES", 0)
+        monkeypatch.setattr(directed, "FEW_POINTS", int(np.random.default_rng(seed).integers(0, 20)))
+        monkeypatch.setattr(directed, "LEVELS", (8, 5, 3, 2))
         if path == "packed":
-            monkeypatch.setattr(hausdorff, "BOX_VOXELS", 0)
-            monkeypatch.setattr(hausdorff, "SLAB_PLANES", 4)
-            monkeypatch.setattr(hausdorff, "KEEP_POINTS", int(np.random.default_rng(seed).integers(0, 300)))
+            monkeypatch.setattr(planning, "BOX_VOXELS", 0)
+            monkeypatch.setattr(packed, "SLAB_PLANES", 4)
+            monkeypatch.setattr(packed, "KEEP_POINTS", int(np.random.default_rng(seed).integers(0, 300)))
     elif path != "scan":
-        monkeypatch.setattr(hausdorff, "SCAN_BOX", 0)
-    monkeypatch.setattr(hausdorff, "DIRECT_QUERIES", 10**9 if path == "direct" else 0)
-    monkeypatch.setattr(hausdorff, "EDT_SHARE", 0.0)
-    monkeypatch.setattr(hausdorff, "CELL", int(np.random.default_rng(seed).integers(2, 6)))
+        monkeypatch.setattr(scans, "SCAN_BOX", 0)
+    monkeypatch.setattr(directed, "DIRECT_QUERIES", 10**9 if path == "direct" else 0)
+    monkeypatch.setattr(directed, "EDT_SHARE", 0.0)
+    monkeypatch.setattr(packed, "CELL", int(np.random.default_rng(seed).integers(2, 6)))
     if path == "cells":
-        monkeypatch.setattr(hausdorff, "_edt", None)
+        monkeypatch.setattr(directed, "_edt", None)
     rng = np.random.default_rng(seed)
     shape = tuple(int(rng.integers(8, 40)) for _ in range(3))
     a = _blobs(rng, shape, int(rng.integers(1, 8)), 12)

@@ -9,8 +9,8 @@ from helpers import whole_array
 from helpers.hausdorff_reference import capped_hausdorff_padded_roi
 
 from evaluation.metrics import binary
-from evaluation.metrics import hausdorff as hausdorff_module
-from evaluation.metrics.hausdorff import box_gap, label_boxes
+from evaluation.metrics.hausdorff import directed, planning, scans
+from evaluation.metrics.hausdorff.boxes import box_gap, inner_boundary, label_boxes
 from evaluation.metrics.matching import min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import binary_counts, contingency
 from evaluation.metrics.voi import rand_voi
@@ -187,21 +187,21 @@ def test_compiled_scan_is_the_smallest_reference_distance_exactly(seed):
     target = rng.random(shape) < rng.uniform(0.01, 0.3)
     target.flat[rng.integers(0, target.size)] = True
     expected = _farthest_by_brute_force(source, target, vs)
-    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, 10**9) == expected
+    assert scans._scan_farthest(source, target, vs, math.inf, 10**9) == expected
     # with a cap: stops at the first distance >= cap, never below a larger true maximum
     cap = expected / 2 if expected else 1.0
-    found = hausdorff_module._scan_farthest(source, target, vs, cap, 10**9)
+    found = scans._scan_farthest(source, target, vs, cap, 10**9)
     assert found == expected if expected < cap else found >= cap
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_branch_and_bound_finds_the_farthest_voxel_exactly(seed, monkeypatch):
-    """``_farthest`` over cells coarse to fine (each cell's point measured, the cell's diagonal
+    """``farthest`` over cells coarse to fine (each cell's point measured, the cell's diagonal
     bounding the rest) gives the largest smallest distance to the bit, for sets far apart or
     overlapping, in any voxel size; with a cap, a value at or above it."""
-    monkeypatch.setattr(hausdorff_module, "DIRECT_QUERIES", 0)
-    monkeypatch.setattr(hausdorff_module, "FEW_POINTS", seed % 5)
-    monkeypatch.setattr(hausdorff_module, "LEVELS", ((16, 8, 4, 2), (5, 3, 2), (7,), (4, 4, 1))[seed % 4])
+    monkeypatch.setattr(directed, "DIRECT_QUERIES", 0)
+    monkeypatch.setattr(directed, "FEW_POINTS", seed % 5)
+    monkeypatch.setattr(directed, "LEVELS", ((16, 8, 4, 2), (5, 3, 2), (7,), (4, 4, 1))[seed % 4])
     rng = np.random.default_rng(seed)
     vs = np.array([(8.0, 8.0, 8.0), (1.74, 2.0, 2.0), (3.0, 1.0, 7.5), (0.3, 0.7, 0.11)][seed % 4])
     shape = tuple(int(n) for n in rng.integers(12, 40, 3))
@@ -214,11 +214,11 @@ def test_branch_and_bound_finds_the_farthest_voxel_exactly(seed, monkeypatch):
     if not target.any():
         target[0, 0, 0] = True
     expected = _farthest_by_brute_force(source, target, vs)
-    nearest = hausdorff_module._Nearest(np.argwhere(hausdorff_module.inner_boundary(target)), vs)
+    nearest = directed.Nearest(np.argwhere(inner_boundary(target)), vs)
     points = np.argwhere(source & ~target)
-    assert hausdorff_module._farthest(points, nearest, math.inf) == expected
+    assert directed.farthest(points, nearest, math.inf) == expected
     cap = expected / 2 if expected else 1.0
-    found = hausdorff_module._farthest(points, nearest, cap)
+    found = directed.farthest(points, nearest, cap)
     assert found == expected if expected < cap else found >= cap
 
 
@@ -229,9 +229,9 @@ def test_compiled_scan_gives_up_past_its_budget_and_the_tree_answers():
     target[0, 0, 0] = True
     source = ~target
     vs = np.array([1.74, 2.0, 2.0])
-    assert hausdorff_module._scan_farthest(source, target, vs, math.inf, hausdorff_module.SCAN_STEPS * target.size) == -1.0
-    assert hausdorff_module._scanned(source, target, vs, math.inf) is None
-    assert hausdorff_module._directed_dense(source, target, vs) == _farthest_by_brute_force(source, target, vs)
+    assert scans._scan_farthest(source, target, vs, math.inf, scans.SCAN_STEPS * target.size) == -1.0
+    assert scans.scanned(source, target, vs, math.inf) is None
+    assert directed.directed_dense(source, target, vs) == _farthest_by_brute_force(source, target, vs)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -246,8 +246,8 @@ def test_compiled_point_search_is_the_smallest_reference_distance_exactly(seed):
     offsets = (outside[:, None, :] - boundary[None, :, :]).reshape(-1, 3).astype(np.float64)
     squared = np.add.reduce((offsets * vs) ** 2, axis=1).reshape(len(outside), len(boundary))
     expected = float(np.sqrt(squared.min(axis=1)).max())
-    assert hausdorff_module._points_farthest(outside, boundary, vs, math.inf, 10**9) == expected
-    assert hausdorff_module._points_farthest(outside, boundary, vs, math.inf, 0) == -1.0
+    assert scans.points_farthest(outside, boundary, vs, math.inf, 10**9) == expected
+    assert scans.points_farthest(outside, boundary, vs, math.inf, 0) == -1.0
 
 
 def test_box_gap_is_a_lower_bound():
@@ -263,13 +263,11 @@ def test_far_apart_pairs_take_the_point_path_with_identical_values(vs, search, m
     """Small sets far apart in a large volume (the colliding-id case) are measured between
     their points (compiled, or by a k-d tree past the compiled search's budget) instead of over
     their huge union box: same float32 bits."""
-    from evaluation.metrics import hausdorff
-
     if search == "tree":
-        monkeypatch.setattr(hausdorff, "POINT_STEPS", 0)
+        monkeypatch.setattr(directed, "POINT_STEPS", 0)
     calls = []
-    sparse = hausdorff._hausdorff_sparse
-    monkeypatch.setattr(hausdorff, "_hausdorff_sparse", lambda *args: calls.append(1) or sparse(*args))
+    sparse = planning.hausdorff_sparse
+    monkeypatch.setattr(planning, "hausdorff_sparse", lambda *args: calls.append(1) or sparse(*args))
     rng = np.random.default_rng(7)
     a, b = np.zeros((60, 70, 80), np.uint16), np.zeros((60, 70, 80), np.uint16)
     for g in range(1, 6):

@@ -7,7 +7,7 @@ path against it."""
 
 import numpy as np
 
-from evaluation.metrics.hausdorff import _union, label_boxes
+from evaluation.metrics.hausdorff.boxes import label_boxes, union
 
 
 def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, cap: float) -> np.ndarray:
@@ -20,7 +20,7 @@ def capped_hausdorff_padded_roi(a: np.ndarray, b: np.ndarray, ids, voxel_size, c
     boxes_a, boxes_b = label_boxes(a), label_boxes(b)
     out = np.empty(len(ids), dtype=np.float32)
     for i, g in enumerate(int(x) for x in ids):
-        box = _union([boxes_a[g], boxes_b.get(g, boxes_a[g])])
+        box = union([boxes_a[g], boxes_b.get(g, boxes_a[g])])
         roi = tuple(slice(max(0, s.start - p), min(n, s.stop + p)) for s, p, n in zip(box, pad, a.shape))
         in_a, in_b = a[roi] == g, b[roi] == g
         if not in_b.any():

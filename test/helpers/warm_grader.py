@@ -35,7 +35,8 @@ def warm() -> None:
 
     numba_cache.use_install_cache(numba_cache.compiled_folders())  # as cli.run does: the image's kernels
     import evaluation.cli  # noqa: F401
-    from evaluation.metrics import hausdorff, label_stats, lee_thinning
+    from evaluation.metrics import label_stats, lee_thinning
+    from evaluation.metrics.hausdorff import scans as hausdorff_scans
     from evaluation.suites import segmentation
     from evaluation.suites.cellmap import linear
 
@@ -44,7 +45,7 @@ def warm() -> None:
     figures.pyplot()
     lee_thinning.warm_up()
     label_stats.warm_up()
-    hausdorff.warm_up()
+    hausdorff_scans.warm_up()
     linear.warm_up([bool, "uint8", "float32", "float64"])
     segmentation.warm_up_every_definition()
 

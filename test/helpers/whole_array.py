@@ -5,7 +5,8 @@ out of the production modules that do not need them."""
 import numpy as np
 from skimage.morphology import skeletonize
 
-from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets
+from evaluation.metrics.hausdorff import capped_hausdorff_sets
+from evaluation.metrics.hausdorff.sets import ArraySets
 from evaluation.suites.tomo_fuelcell.regions import MAX_REGIONS
 
 # The weight of each voxel of a 2x2(x2) corner neighbourhood in its code (surface_distance's

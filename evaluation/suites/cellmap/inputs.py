@@ -18,7 +18,9 @@ import numpy as np
 from evaluation import log, machine, public
 from evaluation.contract import Payload, Plan, Task
 from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
-from evaluation.metrics import hausdorff, jit, label_stats
+from evaluation.metrics import jit, label_stats
+from evaluation.metrics.hausdorff import planning as hausdorff_planning
+from evaluation.metrics.hausdorff import scans as hausdorff_scans
 from evaluation.phase import Phase
 from evaluation.readers import untrusted, zarr_store
 from evaluation.readers.slabs import SLAB_VOXELS, slab_bounds, slices_per_slab
@@ -131,7 +133,7 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 # The tasks
 
 # The working set of one task (bytes beyond the worker's baseline), from what the passes hold
-# (``volumes.py``, ``instances.py``, ``metrics/hausdorff.py``; checked against the measured peaks
+# (``volumes.py``, ``instances.py``, ``metrics/hausdorff/``; checked against the measured peaks
 # of ``bench/cellmap_crop.py``'s workloads, see ``bench/README.md``):
 # - the instance pass holds one tile: the prediction (read, windowed, masked), cc3d's labels and
 #   its union-find table, a boolean row map, the truth block and a copy of its labels:
@@ -139,9 +141,9 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 # - what it keeps of the whole crop (components, contingency rows, truth boxes) grows with the
 #   number of objects, not with the voxels: PER_CROP_VOXEL bytes per crop voxel covers tens of
 #   thousands of components per 10^8 voxels;
-# - the distances: BOX_BYTES per voxel of a box of up to hausdorff.BOX_VOXELS (truth read, masks,
-#   points, k-d tree) in each of the task's threads, or the bit-packed masks of larger boxes with
-#   their slabs, points kept between passes and boundary points (PACKED_BYTES);
+# - the distances: BOX_BYTES per voxel of a box of up to hausdorff.planning.BOX_VOXELS (truth
+#   read, masks, points, k-d tree) in each of the task's threads, or the bit-packed masks of
+#   larger boxes with their slabs, points kept between passes and boundary points (PACKED_BYTES);
 # - the semantic pass: two tiles of SEMANTIC_TILE_BYTES (reads and their comparisons);
 # - decoding: up to two chunks in flight per thread (``zarr_store``).
 # - the process itself (interpreter and libraries, forked from the grader): PROCESS_BYTES, so that
@@ -158,9 +160,9 @@ DECODE_THREADS = 4
 def distance_bytes(target: int) -> int:
     """No box is larger than the crop: small crops need little (and never packed masks)."""
     threads = min(4, machine.cpu_count())
-    if target <= hausdorff.BOX_VOXELS:
+    if target <= hausdorff_planning.BOX_VOXELS:
         return threads * BOX_BYTES * target
-    return max(threads * BOX_BYTES * hausdorff.BOX_VOXELS, PACKED_BYTES)
+    return max(threads * BOX_BYTES * hausdorff_planning.BOX_VOXELS, PACKED_BYTES)
 
 
 def _array_bytes(array) -> int:
@@ -247,7 +249,7 @@ def plan(submission: Submission, phase: Phase, options: Options, version: Versio
         # the truth dtypes the tasks read, the runs' painting only for crops of several tiles
         value_dtypes = {_truth_dtype(t.payload) for t in instance_tasks} - {None}
         tiled = any(int(np.prod(t.payload.grid.shape, dtype=np.float64)) > volumes.TILE_VOXELS for t in instance_tasks)
-        hausdorff.warm_up(background=True)  # compiled beside the label statistics on a second core
+        hausdorff_scans.warm_up(background=True)  # compiled beside the label statistics on a second core
         label_stats.warm_up(tuple(sorted(value_dtypes, key=str)), runs=tiled)
         jit.settle()
     if interpolated and not public_phase:

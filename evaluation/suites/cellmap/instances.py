@@ -40,7 +40,10 @@ import numpy as np
 
 from evaluation import machine
 from evaluation.metrics import label_stats, portable
-from evaluation.metrics.hausdorff import ArraySets, capped_hausdorff_sets, coordinates, pack
+from evaluation.metrics.hausdorff import capped_hausdorff_sets
+from evaluation.metrics.hausdorff.boxes import coordinates
+from evaluation.metrics.hausdorff.packed import pack
+from evaluation.metrics.hausdorff.sets import ArraySets
 from evaluation.metrics.matching import MatchingFailed, min_cost_flow_matching, pair_iou32
 from evaluation.metrics.overlap import BinaryCounts, Contingency
 from evaluation.suites.cellmap import volumes
@@ -537,7 +540,7 @@ def _merge_boxes(rows) -> dict[int, tuple[slice, ...]]:
 
 
 class _StreamedSets:
-    """The sets the distances compare, read from the volumes box by box (``hausdorff.Sets``):
+    """The sets the distances compare, read from the volumes box by box (``hausdorff.sets.Sets``):
     truth id g in its box; component p as the connected piece of its own box that holds its
     first voxel (``cc3d`` on that box, only for p's value)."""
 
