@@ -265,11 +265,11 @@ def tiling(request, monkeypatch):
         monkeypatch.setattr(packed, "SLAB_PLANES", 4)
         monkeypatch.setattr(packed, "KEEP_POINTS", 40)
         monkeypatch.setattr(packed, "PACKED_BYTES", 300)
-        from evaluation.suites.cellmap import instances
+        from evaluation.suites.cellmap import scan, tiles
 
-        monkeypatch.setattr(instances, "OVERLAP_VOXELS", 50)
+        monkeypatch.setattr(tiles, "OVERLAP_VOXELS", 50)
         if request.param == "tiles-reread":
-            monkeypatch.setattr(instances, "RUN_BYTES", 0)
+            monkeypatch.setattr(scan, "RUN_BYTES", 0)
         if request.param == "tiles-sparse":
             monkeypatch.setattr(planning, "SPARSE_BOX_FACTOR", 0)
     return request.param

@@ -304,7 +304,7 @@ def warm_up(
 ) -> None:
     """Compile (or load from numba's cache) the kernels for truth values of these dtypes once,
     e.g. in a parent process before it forks a worker per task, so that no worker pays for it
-    (components are always labelled as uint32: ``instances.tile_components``); ``runs``: also
+    (components are always labelled as uint32: ``cellmap.tiles.tile_components``); ``runs``: also
     the painting of recorded runs, which only crops of several tiles use. Only what a run
     needs: each kernel and dtype costs the first run after an install 0.2 s. If compiling
     fails, the numpy equivalents are used from then on (same results, slower)."""

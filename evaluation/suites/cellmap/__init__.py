@@ -11,7 +11,9 @@ components, min-cost-flow matching and per-instance Hausdorff; the others as sem
 
 - ``inputs``: the manifest, the submission's crops and labels, the tasks and their arrays;
 - ``alignment``: a submitted array onto the crop's voxel grid (``MatchedCrop``);
-- ``instances``: connected components, matching and per-instance distances;
+- ``instances``: connected components, matching and per-instance distances, from one pass
+  over the crop in tiles (``tiles``: one tile labelled; ``scan``: the tiles joined) and sets
+  read box by box (``streamed_sets``);
 - ``v2`` / ``head``: each version's per-label entry, aggregation and result files, behind
   the interface of ``versions``, chosen here once by ``options.version``;
 - ``scoring`` (one task) and ``aggregate`` (the result).

@@ -133,7 +133,7 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 # The tasks
 
 # The working set of one task (bytes beyond the worker's baseline), from what the passes hold
-# (``volumes.py``, ``instances.py``, ``metrics/hausdorff/``; checked against the measured peaks
+# (``volumes.py``, ``tiles.py``, ``scan.py``, ``metrics/hausdorff/``; checked against the measured peaks
 # of ``bench/cellmap_crop.py``'s workloads, see ``bench/README.md``):
 # - the instance pass holds one tile: the prediction (read, windowed, masked), cc3d's labels and
 #   its union-find table, a boolean row map, the truth block and a copy of its labels:

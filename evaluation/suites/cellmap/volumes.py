@@ -70,7 +70,7 @@ def _buffer(held: np.ndarray | None, shape, dtype) -> np.ndarray:
 
 class Buffers:
     """The buffer a volume's ``read(box, reuse=True)`` returns, one per thread: the instance
-    pass reads tiles in several threads (``instances._works``), each overwriting only its own."""
+    pass reads tiles in several threads (``tiles.tile_works``), each overwriting only its own."""
 
     def __init__(self):
         self._local = threading.local()
