@@ -15,7 +15,7 @@ over the tiles that meet them, each tile labelled again as the scan labelled it
 """
 
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import cc3d
 import numpy as np
@@ -24,10 +24,26 @@ from evaluation.metrics import label_stats
 from evaluation.metrics.hausdorff.boxes import coordinates
 from evaluation.metrics.hausdorff.packed import pack
 from evaluation.suites.cellmap import volumes
+from evaluation.suites.cellmap.scan import Components
 from evaluation.suites.cellmap.tiles import comparable, tile_components
 
-if TYPE_CHECKING:  # annotations only: instances builds these sets
-    from evaluation.suites.cellmap.instances import Instances
+
+class Scanned(Protocol):
+    """What the sets read of an instance label's scan (``instances.Instances``, which builds
+    them)."""
+
+    @property
+    def shape(self) -> tuple: ...
+    @property
+    def n_pred(self) -> int: ...
+    @property
+    def components(self) -> Components: ...
+    @property
+    def truth_boxes(self) -> dict: ...
+    @property
+    def truth_runs(self) -> tuple | None: ...
+    @property
+    def pred_runs(self) -> tuple | None: ...
 
 
 class StreamedSets:
@@ -35,7 +51,7 @@ class StreamedSets:
     truth id g in its box; component p as the connected piece of its own box that holds its
     first voxel (``cc3d`` on that box, only for p's value)."""
 
-    def __init__(self, truth, pred, instances: "Instances", piece_ids: np.ndarray):
+    def __init__(self, truth, pred, instances: Scanned, piece_ids: np.ndarray):
         self.truth, self.pred, self.found = truth, pred, instances
         self.shape = instances.shape
         self.piece_ids = np.asarray(piece_ids)
