@@ -14,7 +14,7 @@ lab-midas/autoPETCTIV's ``evaluation_metrics/evaluation_metrics.py`` in the Pyth
 the checkout given by ``--reference-code``. Both sides' values are printed: they agree to the
 last bit.
 
-    python bench/autopet.py [--reference-python PY --reference-code DIR [--interactive-reference]]
+    python bench/autopet.py [--reference-python PY --reference-code DIR [--interactive-reference]] [--keep DIR]
 """
 
 import argparse
@@ -99,9 +99,10 @@ def main() -> None:
     parser.add_argument("--reference-python", help="a Python with numpy, scipy, pandas, nibabel, connected-components-3d")
     parser.add_argument("--reference-code", help="a checkout of lab-midas/autoPETCTIV (80af68d)")
     parser.add_argument("--interactive-reference", action="store_true", help="also time compute_interactive_metrics")
+    parser.add_argument("--keep", help="write the case, its steps and the phase here and keep them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
+        root = Path(args.keep or scratch)
         truth, pred = make_case()
         truth_file, pred_file = root / "phase" / "labels" / "case.nii.gz", root / "pred" / "case.nii.gz"
         write(truth, truth_file)

@@ -14,7 +14,7 @@ process (CoWBenchmark/TopCoW_Eval_Metrics at 25ca839, its Python given by ``--to
 with ``topcow24_eval`` importable there), its docker detection turned off at run time as the
 conformance kit's README says, and its own peak memory (``VmHWM``).
 
-    python bench/topcow.py [--workload roi|whole] [--topcow-python PY]
+    python bench/topcow.py [--workload roi|whole] [--topcow-python PY] [--keep DIR]
 """
 
 import argparse
@@ -126,9 +126,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=("roi", "whole"), default="roi")
     parser.add_argument("--topcow-python", help="a Python where topcow24_eval (TopCoW_Eval_Metrics@25ca839) is installed")
+    parser.add_argument("--keep", help="write the case and phase here and keep them (e.g. to time both sides again)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        root = Path(scratch)
+        root = Path(args.keep or scratch)
         truth, pred = make_case()
         spacing = (0.3, 0.3, 0.3)
         if args.workload == "whole":
