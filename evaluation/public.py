@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from evaluation import phase as phases
-from evaluation.errors import PhaseError, organizer_file
+from evaluation.errors import PhaseError, Unusable, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images, untrusted
 from evaluation.readers.volume import Volume
@@ -124,6 +124,16 @@ def voxel_count(path: Path, display: str, key: str | None = None) -> int:
     if is_header(path):
         return read_header(path).voxels
     return images.voxel_count(path, display=display, key=key)
+
+
+def estimated_voxels(path: Path) -> int:
+    """Voxels of a ground-truth label map for a plan's memory estimate (``voxel_count``); its
+    file size when the header cannot be read, as an estimate only: the worker that reads the
+    file reports what is wrong with it."""
+    try:
+        return voxel_count(path, "a ground-truth label map")
+    except Unusable:
+        return path.stat().st_size if path.is_file() else 1 << 20
 
 
 # --------------------------------------------------------------------------------------------

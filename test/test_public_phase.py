@@ -158,3 +158,17 @@ def test_a_header_stands_for_a_file_without_its_voxels(tmp_path):
     assert not public.is_header(path)
     with pytest.raises(PhaseError, match="not a header"):
         public.read_header(path)
+
+
+def test_a_memory_estimate_reads_the_header_and_falls_back_to_the_file_size(tmp_path):
+    """The plans of the segmentation, detection and multiclass suites size a case by its truth's
+    header; a header that cannot be read gives the file size (the worker reports the file)."""
+    import numpy as np
+
+    from evaluation.public import estimated_voxels
+
+    np.save(tmp_path / "a.npy", np.zeros((3, 4, 5), np.uint8))
+    (tmp_path / "b.nii.gz").write_bytes(b"x" * 100)
+    assert estimated_voxels(tmp_path / "a.npy") == 60
+    assert estimated_voxels(tmp_path / "b.nii.gz") == 100
+    assert estimated_voxels(tmp_path / "missing.nii.gz") == 1 << 20

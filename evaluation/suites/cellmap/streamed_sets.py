@@ -21,7 +21,7 @@ import cc3d
 import numpy as np
 
 from evaluation.metrics import label_stats
-from evaluation.metrics.hausdorff.boxes import coordinates
+from evaluation.metrics.hausdorff.boxes import coordinates, within
 from evaluation.metrics.hausdorff.packed import pack
 from evaluation.suites.cellmap import volumes
 from evaluation.suites.cellmap.scan import Components
@@ -116,17 +116,7 @@ class StreamedSets:
 
     def piece_mask(self, box, p: int) -> np.ndarray:
         """Component p's voxels on ``box`` (any box)."""
-        own, own_box = self._piece(p), self.part_box(p)
-        out = np.zeros(volumes.box_shape(box), bool)
-        source, target = [], []
-        for s, o in zip(box, own_box):
-            lo, hi = max(s.start, o.start), min(s.stop, o.stop)
-            if hi <= lo:
-                return out
-            source.append(slice(lo - o.start, hi - o.start))
-            target.append(slice(lo - s.start, hi - s.start))
-        out[tuple(target)] = own[tuple(source)]
-        return out
+        return within(self._piece(p), self.part_box(p), box)
 
     def b_mask(self, box, g: int, parts) -> np.ndarray:
         out = np.zeros(volumes.box_shape(box), bool)

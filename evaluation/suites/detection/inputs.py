@@ -193,15 +193,6 @@ def batch_size(n_cases: int, workers: int) -> int:
     return max(1, -(-n_cases // (4 * max(1, workers))))
 
 
-def truth_voxels(path: Path) -> int:
-    """Voxels of a truth image from its header (a public phase's header); the file size if
-    the header cannot be read (the worker then reports why)."""
-    try:
-        return public.voxel_count(path, TRUTH)
-    except Unusable:
-        return path.stat().st_size if path.is_file() else 1 << 20
-
-
 def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     options = Options.from_phase(phase)
     truth = truth_cases(phase, options)
@@ -219,7 +210,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
         items = tuple(
             Case(case=c, truth=str(truth[c]), pred=str(submitted[c]) if c in submitted else None, display=files[c]) for c in batch
         )
-        voxels = max(truth_voxels(truth[c]) for c in batch)
+        voxels = max(public.estimated_voxels(truth[c]) for c in batch)
         tasks.append(Task(key=key, payload=Batch(items, matching, extraction), memory_bytes=voxels * per_voxel + (64 << 20)))
         keys.update(dict.fromkeys(batch, key))
     _log.info("detection_plan", cases=len(cases), tasks=len(tasks), likelihoods=given is not None)

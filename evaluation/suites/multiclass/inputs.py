@@ -15,7 +15,7 @@ from pathlib import Path
 from evaluation import log, names, public
 from evaluation.batches import Case
 from evaluation.contract import Payload, Plan, Resources, Task
-from evaluation.errors import PhaseError, SubmissionError, Unusable, organizer_file
+from evaluation.errors import PhaseError, SubmissionError, organizer_file
 from evaluation.phase import Phase
 from evaluation.readers import images
 from evaluation.submission import Submission, entries, pair_cases, truth_files
@@ -136,15 +136,6 @@ def batch_size(n_cases: int, workers: int) -> int:
     return max(1, -(-n_cases // (4 * max(1, workers))))
 
 
-def truth_voxels(path: Path) -> int:
-    """Voxels of a truth image from its header (for the memory estimate; a public phase's
-    header); the file size if the header cannot be read (the worker then reports why)."""
-    try:
-        return public.voxel_count(path, TRUTH)
-    except Unusable:
-        return path.stat().st_size if path.is_file() else 1 << 20
-
-
 def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     """Every model's cases in batches (``batch_size``), each batch one task."""
     options = Options.from_phase(phase)
@@ -154,7 +145,7 @@ def plan(submission: Submission, phase: Phase, resources: Resources) -> Plan:
     baseline = options.baseline if options.baseline is not None else sorted(models)[0]
     if multi and baseline not in models:
         raise SubmissionError(f"this phase compares models against '{baseline}': include a folder of that name")
-    sizes = {case: truth_voxels(path) for case, path in truth.items()}
+    sizes = {case: public.estimated_voxels(path) for case, path in truth.items()}
     size = batch_size(len(truth) * len(models), resources.workers)
     tasks, layout, absent = [], {}, []
     for model, submitted in sorted(models.items()):

@@ -84,13 +84,8 @@ def case_task(case: str, truth: Path, found, file, options: Options) -> CaseTask
 
 
 def memory_estimate(path: Path) -> int:
-    """Bytes a case needs, from the truth's header (a public phase's header; its file size if
-    the header cannot be read: the worker then reports why)."""
-    try:
-        voxels = public.voxel_count(path, "a ground-truth label map")
-    except Unusable:
-        voxels = path.stat().st_size if path.is_file() else 1 << 20
-    return voxels * BYTES_PER_VOXEL + (64 << 20)
+    """Bytes a case needs, from the truth's header (``public.estimated_voxels``)."""
+    return public.estimated_voxels(path) * BYTES_PER_VOXEL + (64 << 20)
 
 
 # --------------------------------------------------------------------------------------------
