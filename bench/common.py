@@ -63,12 +63,22 @@ def run_cli(submission: Path, phase: Path, output: Path, *extra: str, prefix: tu
 
 
 def in_fresh_process(target, *args):
-    """``target(*args, queue)`` in a spawned interpreter; returns what it put on the queue."""
+    """``target(*args, queue)`` in a spawned interpreter; returns what it put on the queue, and
+    stops the bench with the child's exit status when it dies without putting anything there
+    (its traceback is on stderr), instead of waiting for ever."""
+    import queue as queues
+
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     process = context.Process(target=target, args=(*args, queue))
     process.start()
-    value = queue.get()
+    while True:
+        try:
+            value = queue.get(timeout=1.0)
+            break
+        except queues.Empty:
+            if not process.is_alive():
+                raise SystemExit(f"the scoring process ended with status {process.exitcode} and no result") from None
     process.join()
     return value
 
