@@ -40,7 +40,7 @@ EDT_SHARE = 1 / 24
 EDT_MARGIN = 1e-4
 LEVELS = (16, 8, 4, 2)  # edges of the cells of the branch and bound over outside voxels, coarse to fine
 FEW_POINTS = 256  # outside voxels the branch and bound measures one by one
-THREADS = 1  # threads for the EDT and the tree queries (set by the caller for its task)
+THREADS = 1  # threads of one EDT or tree query: one, since the instances themselves run on the task's threads
 
 
 def _kd_tree(points: np.ndarray) -> Any:
