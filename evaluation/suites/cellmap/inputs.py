@@ -143,7 +143,7 @@ def match_crops(submitted: set[str], truth: set[str]) -> dict[str, str]:
 #   thousands of components per 10^8 voxels;
 # - the distances: BOX_BYTES per voxel of a box of up to hausdorff.planning.BOX_VOXELS (truth
 #   read, masks, points, k-d tree) in each of the task's threads, or the bit-packed masks of
-#   larger boxes with their slabs, points kept between passes and boundary points (PACKED_BYTES);
+#   larger boxes with their slabs, points kept between passes and boundary points (PACKED_DISTANCE_BYTES);
 # - the semantic pass: two tiles of SEMANTIC_TILE_BYTES (reads and their comparisons);
 # - decoding: up to two chunks in flight per thread (``zarr_store``).
 # - the process itself (interpreter and libraries, forked from the grader): PROCESS_BYTES, so that
@@ -153,7 +153,7 @@ PROCESS_BYTES = 256 << 20
 INSTANCE_TILE_BYTES = 10
 PER_CROP_VOXEL = 0.3
 BOX_BYTES = 40
-PACKED_BYTES = 768 << 20
+PACKED_DISTANCE_BYTES = 768 << 20
 DECODE_THREADS = 4
 
 
@@ -162,7 +162,7 @@ def distance_bytes(target: int) -> int:
     threads = min(4, machine.cpu_count())
     if target <= hausdorff_planning.BOX_VOXELS:
         return threads * BOX_BYTES * target
-    return max(threads * BOX_BYTES * hausdorff_planning.BOX_VOXELS, PACKED_BYTES)
+    return max(threads * BOX_BYTES * hausdorff_planning.BOX_VOXELS, PACKED_DISTANCE_BYTES)
 
 
 def _array_bytes(array) -> int:
