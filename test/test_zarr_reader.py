@@ -1289,3 +1289,20 @@ def test_every_accepted_codec_is_one_registry_row_and_documented():
         numcodecs = registry.v3_codec(f"numcodecs.{codec.name}")
         assert (numcodecs is not None) == (codec.v2 is not None and codec.stage == BYTES_BYTES)
     assert registry.v2_codec("pickle") is registry.v3_codec("numcodecs.delta") is registry.v3_codec(3) is None
+
+
+def test_a_codec_numcodecs_cannot_make_recognises_no_chunk_of_zeros_and_our_errors_surface():
+    """The bytes of a chunk of zeros come from numcodecs with the metadata's settings: settings
+    numcodecs refuses mean nothing is recognised (the chunks are read); any other exception is
+    the grader's own bug and is raised, not hidden."""
+    from evaluation.readers.zarr_store.stages import SizedCompressor
+
+    def refused(config):
+        raise ValueError("unknown compressor")
+
+    def broken(config):
+        raise KeyError("ours")
+
+    assert SizedCompressor("blosc", {}, lambda *a: np.zeros(0, np.uint8), refused).zeros_frame((2,), np.dtype("u1")) is None
+    with pytest.raises(KeyError):
+        SizedCompressor("blosc", {}, lambda *a: np.zeros(0, np.uint8), broken).zeros_frame((2,), np.dtype("u1"))

@@ -155,10 +155,11 @@ class SizedCompressor(Compressor):
 
     def zeros_frame(self, shape: tuple[int, ...], dtype: np.dtype) -> bytes | None:
         """The bytes the codec, with these settings, writes for a chunk of zeros; None when
-        numcodecs refuses the settings (nothing is recognised then)."""
+        numcodecs refuses the settings (nothing is recognised then; any other error is ours and
+        raised)."""
         try:
             return bytes(self.writer(self.settings).encode(np.zeros(shape, dtype)))
-        except Exception:  # numcodecs' refusal of settings it does not know
+        except FILTER_ERRORS:  # numcodecs' refusal of settings it does not know
             return None
 
 
